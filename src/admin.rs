@@ -1,0 +1,59 @@
+//! `warden admin …`: operator commands. Each prints one JSON object on
+//! standard output; failures return an error (message on stderr, exit 1).
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::cli::{AccountCommand, AdminCommand, DatabaseArgs, KeyCommand};
+use crate::crypto::api_key;
+use crate::store::{Store, StoreError};
+
+pub const MAX_ACCOUNT_NAME_CHARS: usize = 64;
+
+pub async fn run(database: DatabaseArgs, command: AdminCommand) -> anyhow::Result<()> {
+    let store = Store::connect(&database.database_url).await.context("cannot open the database")?;
+    let outcome = execute(&store, &database.environment, command).await;
+    store.close().await;
+    println!("{}", outcome?);
+    Ok(())
+}
+
+pub async fn execute(store: &Store, environment: &str, command: AdminCommand) -> anyhow::Result<Value> {
+    match command {
+        AdminCommand::Account(AccountCommand::Create { name }) => {
+            check_account_name(&name)?;
+            match store.create_account(&name).await {
+                Ok(_) => {
+                    tracing::info!(account = %name, "account created");
+                    Ok(json!({"account": name}))
+                }
+                Err(StoreError::AlreadyExists) => bail!("account {name:?} already exists"),
+                Err(err) => Err(err.into()),
+            }
+        }
+        AdminCommand::Key(KeyCommand::Issue { account }) => {
+            let id = store.find_account(&account).await?.with_context(|| format!("no account named {account:?}"))?;
+            let key = api_key::issue();
+            store.insert_api_key(&id, &key.key_id, &key.hash, environment).await?;
+            tracing::info!(account = %account, key_id = %key.key_id, environment, "API key issued");
+            Ok(json!({"account": account, "api_key": key.secret, "key_id": key.key_id}))
+        }
+        AdminCommand::Key(KeyCommand::Revoke { key_id }) => match store.revoke_api_key(&key_id).await {
+            Ok(()) => {
+                tracing::info!(key_id = %key_id, "API key revoked");
+                Ok(json!({"key_id": key_id, "status": "revoked"}))
+            }
+            Err(StoreError::NotFound) => bail!("no API key with id {key_id:?}"),
+            Err(err) => Err(err.into()),
+        },
+    }
+}
+
+fn check_account_name(name: &str) -> anyhow::Result<()> {
+    let valid = (1..=MAX_ACCOUNT_NAME_CHARS).contains(&name.chars().count())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !valid {
+        bail!("account names are 1 to {MAX_ACCOUNT_NAME_CHARS} characters of letters, digits, '.', '_' or '-'");
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! Every error the API answers, and the one place that turns it into the
+//! contract's bodies (section 7).
+//!
+//! Handlers return [`ApiError`]. Its response carries only a status and an
+//! [`ErrorInfo`] extension; the [`shape_errors`] middleware, which sees the
+//! request path, renders the body in the shape of the route family:
+//! - flat `{"error": …, "code": …}` on management routes, health and webhooks;
+//! - nested `{"error": {"code": …, "message": …}}` on the HTTP channel and
+//!   prompt integrations.
+//!
+//! Responses produced by the framework itself (unknown route, wrong method,
+//! a panic) get the same treatment, so no route ever answers plain text or HTML.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("missing or invalid bearer key")]
+    Unauthorized,
+    #[error("{0}")]
+    NotFound(&'static str),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    InvalidJson(String),
+    #[error("{0}")]
+    PolicyInvalid(String),
+    #[error("the policy must set instructions or allowed_topics")]
+    PolicyEmpty,
+    #[error("the request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("the service is temporarily unavailable")]
+    Unavailable(#[source] StoreError),
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+/// What [`shape_errors`] needs to render an error body.
+#[derive(Clone, Debug)]
+pub struct ErrorInfo {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// Codes whose flat body holds the code in both fields (contract section 7);
+/// their human-readable detail travels in the `warden-error-detail` header.
+const CODE_ONLY: [&str; 3] = ["INVALID_JSON", "POLICY_INVALID", "POLICY_EMPTY"];
+static DETAIL_HEADER: HeaderName = HeaderName::from_static("warden-error-detail");
+
+impl ApiError {
+    fn info(&self) -> ErrorInfo {
+        let (status, code) = match self {
+            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
+            ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, "INVALID_JSON"),
+            ApiError::PolicyInvalid(_) => (StatusCode::BAD_REQUEST, "POLICY_INVALID"),
+            ApiError::PolicyEmpty => (StatusCode::BAD_REQUEST, "POLICY_EMPTY"),
+            ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+        };
+        ErrorInfo { status, code, message: self.to_string() }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match &err {
+            StoreError::Database(
+                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_),
+            ) => ApiError::Unavailable(err),
+            StoreError::Database(sqlx::Error::Database(db)) if is_unavailable_code(db.code().as_deref()) => {
+                ApiError::Unavailable(err)
+            }
+            _ => ApiError::Internal(err.into()),
+        }
+    }
+}
+
+/// SQLite busy/locked and PostgreSQL shutdown / connection classes.
+fn is_unavailable_code(code: Option<&str>) -> bool {
+    matches!(code, Some("5" | "6" | "517" | "57P01" | "57P02" | "57P03" | "3D000")) || code.is_some_and(|c| c.starts_with("08"))
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let info = self.info();
+        if info.status.is_server_error() {
+            // The cause chain is for the operator; the client gets the safe message.
+            tracing::error!(code = info.code, error = ?anyhow::Error::new(self), "request failed");
+        } else {
+            tracing::debug!(code = info.code, message = %info.message, "request refused");
+        }
+        let mut response = info.status.into_response();
+        if info.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response.extensions_mut().insert(info);
+        response
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorShape {
+    Flat,
+    Nested,
+}
+
+impl ErrorShape {
+    pub fn for_path(path: &str) -> Self {
+        if path.starts_with("/v1/channels/") || path.starts_with("/v1/prompt-integrations/") {
+            ErrorShape::Nested
+        } else {
+            ErrorShape::Flat
+        }
+    }
+}
+
+/// Middleware: gives every error response the body of its route family.
+pub async fn shape_errors(request: Request, next: Next) -> Response {
+    let shape = ErrorShape::for_path(request.uri().path());
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let info = response.extensions().get::<ErrorInfo>().cloned().unwrap_or_else(|| framework_error(status));
+    let (mut parts, _) = response.into_parts();
+    let (status, body, detail) = render(&info, shape);
+    parts.status = status;
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    if let Some(detail) = detail {
+        parts.headers.insert(DETAIL_HEADER.clone(), detail);
+    }
+    Response::from_parts(parts, Body::from(body.to_string()))
+}
+
+/// Errors raised by axum or tower rather than a handler.
+fn framework_error(status: StatusCode) -> ErrorInfo {
+    let (code, message) = match status {
+        StatusCode::NOT_FOUND => ("NOT_FOUND", "no such route"),
+        StatusCode::METHOD_NOT_ALLOWED => ("METHOD_NOT_ALLOWED", "method not allowed on this route"),
+        StatusCode::PAYLOAD_TOO_LARGE => ("PAYLOAD_TOO_LARGE", "the request body is too large"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("BAD_REQUEST", "unsupported content type"),
+        s if s.is_server_error() => ("INTERNAL_ERROR", "internal error"),
+        _ => ("BAD_REQUEST", "bad request"),
+    };
+    ErrorInfo { status, code, message: message.to_owned() }
+}
+
+fn render(info: &ErrorInfo, shape: ErrorShape) -> (StatusCode, serde_json::Value, Option<HeaderValue>) {
+    match shape {
+        ErrorShape::Flat if CODE_ONLY.contains(&info.code) => {
+            let detail = HeaderValue::from_str(&sanitize_header(&info.message)).ok();
+            (info.status, json!({"error": info.code, "code": info.code}), detail)
+        }
+        ErrorShape::Flat => (info.status, json!({"error": info.message, "code": info.code}), None),
+        ErrorShape::Nested => {
+            // The channel and prompt integrations name these differently (section 7).
+            let (status, code) = match info.code {
+                "INVALID_JSON" => (StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR"),
+                "PAYLOAD_TOO_LARGE" => (info.status, "REQUEST_TOO_LARGE"),
+                code => (info.status, code),
+            };
+            (status, json!({"error": {"code": code, "message": info.message}}), None)
+        }
+    }
+}
+
+fn sanitize_header(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).take(512).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_routes_are_the_channel_and_prompt_integrations() {
+        assert_eq!(ErrorShape::for_path("/v1/channels/http/messages"), ErrorShape::Nested);
+        assert_eq!(ErrorShape::for_path("/v1/prompt-integrations/pi_public_x/execute"), ErrorShape::Nested);
+        assert_eq!(ErrorShape::for_path("/v1/agent-policy"), ErrorShape::Flat);
+        assert_eq!(ErrorShape::for_path("/health"), ErrorShape::Flat);
+    }
+
+    #[test]
+    fn code_only_errors_repeat_the_code() {
+        let info = ApiError::PolicyEmpty.info();
+        let (status, body, detail) = render(&info, ErrorShape::Flat);
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body, json!({"error": "POLICY_EMPTY", "code": "POLICY_EMPTY"}));
+        assert!(detail.is_some());
+    }
+
+    #[test]
+    fn invalid_json_is_a_422_validation_error_on_nested_routes() {
+        let info = ApiError::InvalidJson("x".into()).info();
+        let (status, body, _) = render(&info, ErrorShape::Nested);
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(body["error"]["code"], "VALIDATION_ERROR");
+    }
+}

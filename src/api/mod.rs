@@ -1,0 +1,41 @@
+//! The HTTP API: one module per resource, the router, and the middleware
+//! every route shares (request ids and logging, error shaping, panics as 500).
+
+use axum::Router;
+use axum::middleware::from_fn;
+use axum::routing::get;
+use std::sync::Arc;
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::crypto::master_key::MasterKey;
+use crate::store::Store;
+
+pub mod auth;
+pub mod diagnostics;
+pub mod error;
+pub mod health;
+pub mod json_body;
+pub mod policy;
+pub mod request_log;
+
+/// What every handler can reach.
+pub struct AppContext {
+    pub store: Store,
+    /// The environment API keys must have been issued for.
+    pub environment: String,
+    pub master_key: MasterKey,
+}
+
+pub type AppState = Arc<AppContext>;
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/health", get(health::health))
+        .route("/v1/agent-policy", get(policy::get_policy).put(policy::put_policy).delete(policy::delete_policy))
+        .route("/v1/diagnostics/settings", get(diagnostics::get_settings).put(diagnostics::put_settings))
+        .fallback(|| async { error::ApiError::NotFound("no such route") })
+        .layer(CatchPanicLayer::new())
+        .layer(from_fn(error::shape_errors))
+        .layer(from_fn(request_log::request_log))
+        .with_state(state)
+}

@@ -1,0 +1,120 @@
+//! Command-line interface. Every option is also read from a `WARDEN_*`
+//! environment variable so a deployment can be configured either way.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "warden",
+    version,
+    about = "Warden: a conversational agent that calls your own HTTP endpoints safely",
+    long_about = "Warden serves the conversational agent public API (contract 7.0.0) and \
+                  offers operator commands for accounts and API keys.\n\n\
+                  Every option can also be given as the environment variable shown next to it.\n\
+                  Start with `warden serve`; create an account with `warden admin account create NAME` \
+                  and an API key with `warden admin key issue NAME`."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the data lives; shared by `serve` and `admin` so both see the same accounts.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// Database URL: `sqlite://PATH` (created and migrated on first start) or
+    /// `postgres://USER@HOST/DB` for several replicas sharing one database.
+    #[arg(long, env = "WARDEN_DATABASE_URL", default_value = "sqlite://warden.db", global = true)]
+    pub database_url: String,
+
+    /// Name of this deployment's environment. API keys are issued for one
+    /// environment and are refused (401) by a server of another.
+    #[arg(long, env = "WARDEN_ENVIRONMENT", default_value = "local", global = true)]
+    pub environment: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LogArgs {
+    /// Log filter, in `tracing` EnvFilter syntax (for example `info` or `warden=debug,info`).
+    #[arg(long = "log", env = "WARDEN_LOG", default_value = "info", global = true)]
+    pub filter: String,
+
+    /// Log line format. Logs always go to standard error.
+    #[arg(long, env = "WARDEN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP API server until SIGTERM or SIGINT (in-flight requests finish first).
+    Serve(ServeArgs),
+    /// Operator commands. Output is one JSON object on standard output; on
+    /// failure a message goes to standard error and the exit code is non-zero.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on.
+    #[arg(long, env = "WARDEN_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    #[command(flatten)]
+    pub master_key: MasterKeyArgs,
+}
+
+/// The master key encrypts endpoint credentials and signing keys at rest.
+#[derive(Debug, Clone, Args)]
+pub struct MasterKeyArgs {
+    /// Master key: base64 of exactly 32 bytes. Prefer the file form in production.
+    #[arg(long, env = "WARDEN_MASTER_KEY", hide_env_values = true, conflicts_with = "master_key_file")]
+    pub master_key: Option<String>,
+
+    /// File holding the base64 master key. With neither option, SQLite deployments
+    /// get a key file created beside the database (mode 0600); PostgreSQL refuses to start.
+    #[arg(long, env = "WARDEN_MASTER_KEY_FILE")]
+    pub master_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Manage accounts.
+    #[command(subcommand)]
+    Account(AccountCommand),
+    /// Manage API keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AccountCommand {
+    /// Create an account: prints {"account":NAME}. Fails if it exists.
+    Create {
+        /// 1 to 64 characters: letters, digits, '.', '_' or '-'.
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Issue an API key for an account in this environment. The key is printed
+    /// once and stored only as a hash: keep it.
+    Issue { account: String },
+    /// Revoke an API key by its key id: it is refused from then on.
+    Revoke { key_id: String },
+}

@@ -1,0 +1,29 @@
+//! Wall-clock time as stored (Unix milliseconds) and as shown (RFC 3339, UTC).
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// Milliseconds since the Unix epoch; the storage form of every timestamp.
+pub fn now_millis() -> i64 {
+    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+/// RFC 3339 in UTC with millisecond precision, ending in `Z`.
+pub fn to_rfc3339(millis: i64) -> String {
+    let nanos = i128::from(millis) * 1_000_000;
+    OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_utc_with_z() {
+        assert_eq!(to_rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(to_rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+    }
+}

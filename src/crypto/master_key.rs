@@ -1,0 +1,155 @@
+//! The master key: 32 bytes that encrypt stored secrets (endpoint
+//! credentials, signing keys). Configured inline or as a file; a SQLite
+//! deployment without one gets a key file created beside its database.
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use rand::RngCore;
+use std::fmt;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::cli::MasterKeyArgs;
+use crate::store::DatabaseKind;
+
+pub const KEY_LEN: usize = 32;
+
+#[derive(Clone)]
+pub struct MasterKey([u8; KEY_LEN]);
+
+impl fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MasterKey(<redacted>)")
+    }
+}
+
+impl MasterKey {
+    pub fn bytes(&self) -> &[u8; KEY_LEN] {
+        &self.0
+    }
+
+    pub fn generate() -> Self {
+        let mut key = [0u8; KEY_LEN];
+        rand::rngs::OsRng.fill_bytes(&mut key);
+        Self(key)
+    }
+
+    pub fn from_base64(text: &str) -> anyhow::Result<Self> {
+        let bytes = STANDARD
+            .decode(text.trim())
+            .context("the master key is not valid base64")?;
+        let key: [u8; KEY_LEN] = bytes.try_into().map_err(|b: Vec<u8>| {
+            anyhow::anyhow!("the master key must be {KEY_LEN} bytes, got {}", b.len())
+        })?;
+        Ok(Self(key))
+    }
+
+    fn to_base64(&self) -> String {
+        STANDARD.encode(self.0)
+    }
+}
+
+/// Finds the master key as configured, or creates the default key file.
+pub fn resolve(args: &MasterKeyArgs, database: &DatabaseKind) -> anyhow::Result<MasterKey> {
+    if let Some(inline) = &args.master_key {
+        return MasterKey::from_base64(inline).context("WARDEN_MASTER_KEY");
+    }
+    if let Some(path) = &args.master_key_file {
+        return read_key_file(path);
+    }
+    match database {
+        DatabaseKind::Postgres => bail!(
+            "PostgreSQL needs a master key shared by every replica: set WARDEN_MASTER_KEY \
+             (base64 of 32 bytes) or WARDEN_MASTER_KEY_FILE"
+        ),
+        DatabaseKind::SqliteMemory => {
+            tracing::warn!("no master key configured and the database is in memory: using a throwaway key");
+            Ok(MasterKey::generate())
+        }
+        DatabaseKind::SqliteFile(db_path) => {
+            let path = default_key_path(db_path);
+            if path.exists() {
+                return read_key_file(&path);
+            }
+            let key = MasterKey::generate();
+            write_new_key_file(&path, &key)?;
+            tracing::warn!(
+                path = %path.display(),
+                "no master key configured (WARDEN_MASTER_KEY / WARDEN_MASTER_KEY_FILE): created a key file \
+                 with mode 0600 beside the database; back it up, stored secrets cannot be read without it"
+            );
+            Ok(key)
+        }
+    }
+}
+
+/// `warden.db` → `warden.db.key`.
+pub fn default_key_path(db_path: &Path) -> PathBuf {
+    let mut name = db_path.as_os_str().to_owned();
+    name.push(".key");
+    PathBuf::from(name)
+}
+
+fn read_key_file(path: &Path) -> anyhow::Result<MasterKey> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the master key file {}", path.display()))?;
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(path = %path.display(), "the master key file is readable by group or others; use mode 0600");
+    }
+    MasterKey::from_base64(&text).with_context(|| format!("master key file {}", path.display()))
+}
+
+fn write_new_key_file(path: &Path, key: &MasterKey) -> anyhow::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create the master key file {}", path.display()))?;
+    writeln!(file, "{}", key.to_base64())?;
+    file.sync_all()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_key() -> MasterKeyArgs {
+        MasterKeyArgs { master_key: None, master_key_file: None }
+    }
+
+    #[test]
+    fn creates_a_private_key_file_once_and_reuses_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("w.db");
+        let first = resolve(&no_key(), &DatabaseKind::SqliteFile(db.clone())).unwrap();
+        let path = default_key_path(&db);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let second = resolve(&no_key(), &DatabaseKind::SqliteFile(db)).unwrap();
+        assert_eq!(first.bytes(), second.bytes());
+    }
+
+    #[test]
+    fn postgres_without_a_key_refuses_to_start() {
+        let err = resolve(&no_key(), &DatabaseKind::Postgres).unwrap_err();
+        assert!(err.to_string().contains("WARDEN_MASTER_KEY"));
+    }
+
+    #[test]
+    fn inline_key_must_be_32_bytes() {
+        let args = MasterKeyArgs { master_key: Some(STANDARD.encode([1u8; 16])), master_key_file: None };
+        assert!(resolve(&args, &DatabaseKind::Postgres).is_err());
+        let args = MasterKeyArgs { master_key: Some(STANDARD.encode([1u8; 32])), master_key_file: None };
+        assert_eq!(resolve(&args, &DatabaseKind::Postgres).unwrap().bytes(), &[1u8; 32]);
+    }
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        assert_eq!(format!("{:?}", MasterKey::generate()), "MasterKey(<redacted>)");
+    }
+}

@@ -1,0 +1,5 @@
+//! Validated domain values: a handler cannot hold one that broke a rule.
+
+pub mod diagnostics;
+pub mod policy;
+pub mod text;

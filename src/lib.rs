@@ -1,0 +1,14 @@
+//! Warden: a self-hostable conversational agent service that calls a
+//! business's own HTTP endpoints through a WebAssembly sandbox.
+//!
+//! See ARCHITECTURE.md for the map of the crate.
+
+pub mod admin;
+pub mod api;
+pub mod cli;
+pub mod crypto;
+pub mod domain;
+pub mod startup;
+pub mod store;
+pub mod telemetry;
+pub mod clock;

@@ -1,0 +1,26 @@
+//! The `warden` binary: parse the command line, set up logging, run the command.
+//! Everything else lives in the library so tests drive the same code.
+
+use clap::Parser;
+use std::process::ExitCode;
+use warden::cli::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(err) = warden::telemetry::init(&cli.log) {
+        eprintln!("error: {err:#}");
+        return ExitCode::from(2);
+    }
+    let outcome = match cli.command {
+        Command::Serve(args) => warden::startup::serve(cli.database, args).await,
+        Command::Admin(command) => warden::admin::run(cli.database, command).await,
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Builds the application (database, keys, router, listener) and runs it
+//! until a shutdown signal. Tests build the same [`Application`] on port 0.
+
+use anyhow::Context;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+use crate::api::{self, AppContext};
+use crate::cli::{DatabaseArgs, ServeArgs};
+use crate::crypto::master_key;
+use crate::store::{DatabaseKind, Store};
+
+pub struct Application {
+    listener: TcpListener,
+    router: axum::Router,
+    store: Store,
+}
+
+impl Application {
+    pub async fn build(database: &DatabaseArgs, serve: &ServeArgs) -> anyhow::Result<Self> {
+        let kind = DatabaseKind::of_url(&database.database_url)?;
+        // The key is checked before touching the database, so a misconfigured
+        // PostgreSQL replica fails fast with a clear message.
+        let master_key = master_key::resolve(&serve.master_key, &kind)?;
+        let store = Store::connect(&database.database_url)
+            .await
+            .with_context(|| format!("cannot open the {} database", backend_label(&kind)))?;
+        let state = Arc::new(AppContext {
+            store: store.clone(),
+            environment: database.environment.clone(),
+            master_key,
+        });
+        let listener = TcpListener::bind(serve.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", serve.listen))?;
+        Ok(Application { listener, router: api::router(state), store })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Serves until `shutdown` resolves, then lets in-flight requests finish.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+        axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await?;
+        self.store.close().await;
+        Ok(())
+    }
+}
+
+fn backend_label(kind: &DatabaseKind) -> &'static str {
+    match kind {
+        DatabaseKind::Postgres => "PostgreSQL",
+        _ => "SQLite",
+    }
+}
+
+/// `warden serve`.
+pub async fn serve(database: DatabaseArgs, args: ServeArgs) -> anyhow::Result<()> {
+    let app = Application::build(&database, &args).await?;
+    tracing::info!(
+        address = %app.local_addr(),
+        backend = app.store().backend_name(),
+        environment = %database.environment,
+        "warden is listening"
+    );
+    app.run(shutdown_signal()).await?;
+    tracing::info!("warden stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received: finishing in-flight requests"),
+        _ = term.recv() => tracing::info!("SIGTERM received: finishing in-flight requests"),
+    }
+}

@@ -1,0 +1,98 @@
+//! Accounts and their API keys.
+
+use super::{Store, StoreError, StoreResult, on_pool};
+use crate::clock::now_millis;
+
+/// The account a request acts for, as resolved from its API key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountId(pub i64);
+
+#[derive(Debug, sqlx::FromRow)]
+struct KeyRow {
+    account_id: i64,
+    environment: String,
+    revoked_at: Option<i64>,
+}
+
+/// Why a presented key was refused; all of these are a 401 on the wire.
+#[derive(Debug, PartialEq, Eq)]
+pub enum KeyRefusal {
+    Unknown,
+    Revoked,
+    OtherEnvironment,
+}
+
+impl Store {
+    pub async fn create_account(&self, name: &str) -> StoreResult<AccountId> {
+        let id: i64 = on_pool!(self, pool => {
+            sqlx::query_scalar("INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id")
+                .bind(name)
+                .bind(now_millis())
+                .fetch_one(pool)
+                .await
+        })
+        .map_err(StoreError::from_insert)?;
+        Ok(AccountId(id))
+    }
+
+    pub async fn find_account(&self, name: &str) -> StoreResult<Option<AccountId>> {
+        let id: Option<i64> = on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT id FROM accounts WHERE name = $1").bind(name).fetch_optional(pool).await
+        })?;
+        Ok(id.map(AccountId))
+    }
+
+    pub async fn insert_api_key(
+        &self,
+        account: &AccountId,
+        key_id: &str,
+        key_hash: &str,
+        environment: &str,
+    ) -> StoreResult<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO api_keys (key_id, account_id, key_hash, environment, created_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(key_id)
+            .bind(account.0)
+            .bind(key_hash)
+            .bind(environment)
+            .bind(now_millis())
+            .execute(pool)
+            .await
+            .map(|_| ())
+        })
+        .map_err(StoreError::from_insert)?;
+        Ok(())
+    }
+
+    /// Marks a key revoked (idempotent: the first revocation time is kept).
+    pub async fn revoke_api_key(&self, key_id: &str) -> StoreResult<()> {
+        let result = on_pool!(self, pool => {
+            sqlx::query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE key_id = $1")
+                .bind(key_id)
+                .bind(now_millis())
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        if result == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+    }
+
+    /// Resolves the account of a presented key's hash, for this environment.
+    pub async fn authenticate(&self, key_hash: &str, environment: &str) -> StoreResult<Result<AccountId, KeyRefusal>> {
+        let row: Option<KeyRow> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT account_id, environment, revoked_at FROM api_keys WHERE key_hash = $1")
+                .bind(key_hash)
+                .fetch_optional(pool)
+                .await
+        })?;
+        Ok(match row {
+            None => Err(KeyRefusal::Unknown),
+            Some(row) if row.revoked_at.is_some() => Err(KeyRefusal::Revoked),
+            Some(row) if row.environment != environment => Err(KeyRefusal::OtherEnvironment),
+            Some(row) => Ok(AccountId(row.account_id)),
+        })
+    }
+}

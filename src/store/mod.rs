@@ -1,0 +1,152 @@
+//! Storage: one repository over SQLite (the embedded default) or PostgreSQL
+//! (several replicas). The backend is chosen once, at connect time; every
+//! query is written once, in SQL both dialects accept (`$n` parameters,
+//! `ON CONFLICT`, `RETURNING`), and [`on_pool!`] runs it on the concrete pool
+//! so each backend gets its own statically typed code.
+//!
+//! Rules that keep both backends honest:
+//! - every read-then-write decision is a single atomic statement or a
+//!   transaction begun with [`Store`]'s helpers (SQLite: `BEGIN IMMEDIATE`);
+//! - timestamps are Unix milliseconds (`BIGINT`), booleans are avoided.
+
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+pub mod accounts;
+pub mod diagnostics;
+pub mod policy;
+
+/// Runs `$body` with `$pool` bound to the concrete pool of `$store`.
+macro_rules! on_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match $store {
+            $crate::store::Store::Sqlite($pool) => $body,
+            $crate::store::Store::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
+#[derive(Clone, Debug)]
+pub enum Store {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// What a database URL points at; decides defaults such as the key file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DatabaseKind {
+    SqliteFile(PathBuf),
+    SqliteMemory,
+    Postgres,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("unsupported database URL {0:?}: use sqlite://PATH or postgres://…")]
+    UnsupportedUrl(String),
+    #[error("the record already exists")]
+    AlreadyExists,
+    #[error("no such record")]
+    NotFound,
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// Unique-constraint violations become [`StoreError::AlreadyExists`].
+    pub(crate) fn from_insert(err: sqlx::Error) -> Self {
+        match &err {
+            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::AlreadyExists,
+            _ => StoreError::Database(err),
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl DatabaseKind {
+    pub fn of_url(url: &str) -> Result<Self, StoreError> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(DatabaseKind::Postgres);
+        }
+        if !url.starts_with("sqlite:") {
+            return Err(StoreError::UnsupportedUrl(url.to_owned()));
+        }
+        if url.contains(":memory:") || url.contains("mode=memory") {
+            return Ok(DatabaseKind::SqliteMemory);
+        }
+        let options = SqliteConnectOptions::from_str(url).map_err(|_| StoreError::UnsupportedUrl(url.to_owned()))?;
+        Ok(DatabaseKind::SqliteFile(options.get_filename().to_path_buf()))
+    }
+}
+
+impl Store {
+    /// Connects (creating a SQLite file if missing) and applies migrations.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let store = match DatabaseKind::of_url(url)? {
+            DatabaseKind::Postgres => Store::Postgres(
+                PgPoolOptions::new()
+                    .max_connections(10)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .connect(url)
+                    .await?,
+            ),
+            kind => {
+                let options = SqliteConnectOptions::from_str(url)?
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    // NORMAL in WAL mode survives a killed process; only an OS crash may lose the last commits.
+                    .synchronous(SqliteSynchronous::Normal)
+                    .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                    .foreign_keys(true);
+                // Each in-memory connection would be its own database.
+                let max = if kind == DatabaseKind::SqliteMemory { 1 } else { 8 };
+                Store::Sqlite(
+                    SqlitePoolOptions::new()
+                        .max_connections(max)
+                        .acquire_timeout(ACQUIRE_TIMEOUT)
+                        .connect_with(options)
+                        .await?,
+                )
+            }
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        match self {
+            Store::Sqlite(pool) => sqlx::migrate!("migrations/sqlite").run(pool).await?,
+            Store::Postgres(pool) => sqlx::migrate!("migrations/postgres").run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// A cheap round trip, for the health check.
+    pub async fn ping(&self) -> StoreResult<()> {
+        on_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()))?;
+        Ok(())
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        match self {
+            Store::Sqlite(_) => "sqlite",
+            Store::Postgres(_) => "postgres",
+        }
+    }
+
+    pub async fn close(&self) {
+        on_pool!(self, pool => pool.close().await)
+    }
+}

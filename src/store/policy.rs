@@ -1,0 +1,62 @@
+//! The account's agent policy: at most one per account, fully replaced on write.
+
+use super::{Store, StoreError, StoreResult, on_pool};
+use crate::clock::now_millis;
+use crate::domain::policy::AgentPolicy;
+use crate::store::accounts::AccountId;
+
+#[derive(Debug, Clone)]
+pub struct StoredPolicy {
+    pub policy: AgentPolicy,
+    /// Informational: 1 on creation, +1 on every replacement.
+    pub revision: i64,
+    pub updated_at: i64,
+}
+
+impl Store {
+    pub async fn get_policy(&self, account: &AccountId) -> StoreResult<Option<StoredPolicy>> {
+        let row: Option<(String, i64, i64)> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT policy, revision, updated_at FROM agent_policies WHERE account_id = $1")
+                .bind(account.0)
+                .fetch_optional(pool)
+                .await
+        })?;
+        row.map(|(json, revision, updated_at)| {
+            let policy = serde_json::from_str(&json).map_err(|e| StoreError::Corrupt(format!("agent policy: {e}")))?;
+            Ok(StoredPolicy { policy, revision, updated_at })
+        })
+        .transpose()
+    }
+
+    /// Creates or fully replaces the policy in one atomic statement.
+    pub async fn put_policy(&self, account: &AccountId, policy: &AgentPolicy) -> StoreResult<StoredPolicy> {
+        let json = serde_json::to_string(policy).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let now = now_millis();
+        let revision: i64 = on_pool!(self, pool => {
+            sqlx::query_scalar(
+                "INSERT INTO agent_policies (account_id, policy, revision, updated_at) VALUES ($1, $2, 1, $3) \
+                 ON CONFLICT (account_id) DO UPDATE SET policy = excluded.policy, \
+                 revision = agent_policies.revision + 1, updated_at = excluded.updated_at \
+                 RETURNING revision",
+            )
+            .bind(account.0)
+            .bind(&json)
+            .bind(now)
+            .fetch_one(pool)
+            .await
+        })?;
+        Ok(StoredPolicy { policy: policy.clone(), revision, updated_at: now })
+    }
+
+    /// Returns whether a policy existed.
+    pub async fn delete_policy(&self, account: &AccountId) -> StoreResult<bool> {
+        let deleted = on_pool!(self, pool => {
+            sqlx::query("DELETE FROM agent_policies WHERE account_id = $1")
+                .bind(account.0)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        Ok(deleted > 0)
+    }
+}
