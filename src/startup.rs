@@ -64,22 +64,28 @@ fn backend_label(kind: &DatabaseKind) -> &'static str {
 /// `warden serve`.
 pub async fn serve(database: DatabaseArgs, args: ServeArgs) -> anyhow::Result<()> {
     let app = Application::build(&database, &args).await?;
+    // Handlers are installed before announcing readiness, so a signal sent
+    // right after start-up is never the default "terminate at once".
+    let shutdown = shutdown_signal()?;
     tracing::info!(
         address = %app.local_addr(),
         backend = app.store().backend_name(),
         environment = %database.environment,
         "warden is listening"
     );
-    app.run(shutdown_signal()).await?;
+    app.run(shutdown).await?;
     tracing::info!("warden stopped");
     Ok(())
 }
 
-async fn shutdown_signal() {
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received: finishing in-flight requests"),
-        _ = term.recv() => tracing::info!("SIGTERM received: finishing in-flight requests"),
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => tracing::info!("SIGINT received: finishing in-flight requests"),
+            _ = term.recv() => tracing::info!("SIGTERM received: finishing in-flight requests"),
+        }
+    })
 }

@@ -1,0 +1,36 @@
+# The daily verbs. Everything a fresh machine needs is installed by these
+# targets themselves (scripts/ensure-*.sh); nothing is installed by hand.
+
+CARGO ?= cargo
+WARDEN_ARGS ?=
+
+.PHONY: help run test guest bench lint toolchain postgres
+
+help:
+	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
+	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed)"
+	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
+	@echo "make bench   sandbox benchmarks: figures and ratios against native"
+	@echo "make lint    rustfmt check and clippy with warnings denied"
+
+toolchain:
+	@scripts/ensure-toolchain.sh
+
+postgres:
+	@scripts/ensure-postgres.sh
+
+run: toolchain
+	$(CARGO) run --bin warden -- serve $(WARDEN_ARGS)
+
+test: toolchain postgres
+	$(CARGO) test --workspace --no-fail-fast
+
+guest: toolchain
+	$(CARGO) build --manifest-path guest-policy/Cargo.toml --target wasm32-wasip2 --release
+
+bench: toolchain
+	$(CARGO) bench -p warden-host
+
+lint: toolchain
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings

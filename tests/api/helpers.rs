@@ -1,0 +1,246 @@
+//! Test fixtures: fresh databases, an in-process server on port 0, the real
+//! binary as a child process, and the macro that runs a test on both backends.
+
+use serde_json::Value;
+use sqlx::{Connection, Executor, PgConnection};
+use std::process::Stdio;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::oneshot;
+use warden::cli::{AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, ServeArgs};
+use warden::startup::Application;
+use warden::store::Store;
+
+pub const ENVIRONMENT: &str = "test";
+/// base64 of 32 bytes, for servers that need a configured master key.
+pub const MASTER_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Defines `mod NAME { fn sqlite(); fn postgres(); }` for each async test body.
+macro_rules! both_backends {
+    ($(async fn $name:ident($backend:ident: Backend) $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            async fn test_body($backend: $crate::helpers::Backend) $body
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() { test_body($crate::helpers::Backend::Sqlite).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() { test_body($crate::helpers::Backend::Postgres).await }
+        }
+    )*};
+}
+pub(crate) use both_backends;
+
+fn postgres_admin_url() -> String {
+    std::env::var("WARDEN_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A fresh, empty database: a temporary SQLite file, or a PostgreSQL
+/// database created for this test and dropped (with its connections) after.
+pub struct TestDb {
+    pub url: String,
+    dir: tempfile::TempDir,
+    pg_name: Option<String>,
+}
+
+impl TestDb {
+    pub async fn new(backend: Backend) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        match backend {
+            Backend::Sqlite => {
+                let url = format!("sqlite://{}", dir.path().join("warden.db").display());
+                TestDb { url, dir, pg_name: None }
+            }
+            Backend::Postgres => {
+                let name = format!("warden_test_{}", uuid::Uuid::new_v4().simple());
+                let admin = postgres_admin_url();
+                let mut conn = PgConnection::connect(&admin)
+                    .await
+                    .expect("PostgreSQL must be running on 127.0.0.1:5432 (WARDEN_TEST_POSTGRES_URL)");
+                conn.execute(format!("CREATE DATABASE \"{name}\"").as_str()).await.unwrap();
+                let base = admin.rsplit_once('/').unwrap().0;
+                TestDb { url: format!("{base}/{name}"), dir, pg_name: Some(name) }
+            }
+        }
+    }
+
+    /// The SQLite database file (and its WAL) as bytes, for secrecy checks.
+    pub fn sqlite_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for entry in std::fs::read_dir(self.dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.to_string_lossy().contains("warden.db") {
+                bytes.extend(std::fs::read(path).unwrap());
+            }
+        }
+        bytes
+    }
+
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    pub fn database_args(&self) -> DatabaseArgs {
+        DatabaseArgs { database_url: self.url.clone(), environment: ENVIRONMENT.into() }
+    }
+
+    /// Drops the PostgreSQL database now, closing every connection to it.
+    pub async fn drop_postgres_now(&mut self) {
+        if let Some(name) = self.pg_name.take() {
+            drop_postgres(&name).await;
+        }
+    }
+}
+
+async fn drop_postgres(name: &str) {
+    if let Ok(mut conn) = PgConnection::connect(&postgres_admin_url()).await {
+        let _ = conn.execute(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)").as_str()).await;
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some(name) = self.pg_name.take() {
+            // Drop cannot await; a short-lived runtime on its own thread can.
+            let _ = std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(drop_postgres(&name))
+            })
+            .join();
+        }
+    }
+}
+
+/// The server, running in-process on a random port.
+pub struct TestApp {
+    pub address: String,
+    pub client: reqwest::Client,
+    pub store: Store,
+    shutdown: Option<oneshot::Sender<()>>,
+    pub db: TestDb,
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> Self {
+        Self::spawn_on(TestDb::new(backend).await).await
+    }
+
+    pub async fn spawn_on(db: TestDb) -> Self {
+        let serve = ServeArgs {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            master_key: MasterKeyArgs { master_key: Some(MASTER_KEY.into()), master_key_file: None },
+        };
+        let app = Application::build(&db.database_args(), &serve).await.expect("application builds");
+        let address = format!("http://{}", app.local_addr());
+        let store = app.store().clone();
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(app.run(async {
+            let _ = rx.await;
+        }));
+        TestApp { address, client: reqwest::Client::new(), store, shutdown: Some(tx), db }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    /// Creates an account and returns a fresh API key for it.
+    pub async fn account_with_key(&self, name: &str) -> String {
+        admin(&self.store, AdminCommand::Account(AccountCommand::Create { name: name.into() })).await;
+        self.issue_key(name).await["api_key"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn issue_key(&self, account: &str) -> Value {
+        admin(&self.store, AdminCommand::Key(KeyCommand::Issue { account: account.into() })).await
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+pub async fn admin(store: &Store, command: AdminCommand) -> Value {
+    warden::admin::execute(store, ENVIRONMENT, command).await.expect("admin command succeeds")
+}
+
+/// Status and parsed JSON body of a response (`Value::Null` when empty).
+pub async fn status_and_json(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let body = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")) };
+    (status, body)
+}
+
+/// Asserts the flat error shape `{error, code}` and nothing else.
+pub fn assert_flat_error(body: &Value, code: &str) {
+    let object = body.as_object().unwrap_or_else(|| panic!("error body is not an object: {body}"));
+    assert_eq!(object.len(), 2, "flat error has exactly error and code: {body}");
+    assert_eq!(body["code"], code, "{body}");
+    assert!(body["error"].is_string(), "{body}");
+}
+
+/// Asserts the nested error shape `{error: {code, message}}`.
+pub fn assert_nested_error(body: &Value, code: &str) {
+    assert_eq!(body.as_object().map(|o| o.len()), Some(1), "{body}");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert!(body["error"]["message"].is_string(), "{body}");
+}
+
+/// The real `warden` binary as a child process.
+pub struct ServerProcess {
+    pub child: tokio::process::Child,
+    pub address: String,
+}
+
+impl ServerProcess {
+    /// Starts `warden serve` on a random port and waits until it listens.
+    pub async fn start(db: &TestDb, extra_env: &[(&str, &str)]) -> Self {
+        let mut command = warden_command(db);
+        command.arg("serve").env("WARDEN_LISTEN", "127.0.0.1:0").env("WARDEN_MASTER_KEY", MASTER_KEY);
+        for (k, v) in extra_env {
+            command.env(k, v);
+        }
+        let mut child = command.stderr(Stdio::piped()).stdout(Stdio::null()).kill_on_drop(true).spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let address = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                let Ok(event) = serde_json::from_str::<Value>(&line) else { continue };
+                if event["message"] == "warden is listening" {
+                    return event["address"].as_str().unwrap().to_owned();
+                }
+            }
+            panic!("warden exited before listening");
+        })
+        .await
+        .expect("warden starts listening within 60 s");
+        // Keep draining the log so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        ServerProcess { child, address: format!("http://{address}") }
+    }
+}
+
+/// `warden` with the test database and JSON logs, ready for arguments.
+pub fn warden_command(db: &TestDb) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("WARDEN_DATABASE_URL", &db.url)
+        .env("WARDEN_ENVIRONMENT", ENVIRONMENT)
+        .env("WARDEN_LOG_FORMAT", "json")
+        .env("WARDEN_LOG", "info")
+        .current_dir(db.dir());
+    command
+}

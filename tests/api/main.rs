@@ -1,0 +1,15 @@
+//! Black-box tests: a real server on a real listener over a real database,
+//! each test run on SQLite and on PostgreSQL (see `helpers::both_backends!`).
+//! One binary, so everything links once.
+
+mod helpers;
+
+mod admin_cli;
+mod auth;
+mod crash;
+mod diagnostics;
+mod errors;
+mod health;
+mod isolation;
+mod policy;
+mod storage;

@@ -1,0 +1,81 @@
+//! The repository itself, on both backends.
+
+use crate::helpers::*;
+use warden::domain::diagnostics::DiagnosticMode;
+use warden::domain::policy::AgentPolicy;
+use warden::store::StoreError;
+use warden::store::accounts::KeyRefusal;
+
+fn policy(text: &str) -> AgentPolicy {
+    AgentPolicy { version: 1, instructions: Some(text.into()), allowed_topics: None, out_of_scope_response: None }
+}
+
+both_backends! {
+    async fn account_names_are_unique(backend: Backend) {
+        let db = TestDb::new(backend).await;
+        let store = warden::store::Store::connect(&db.url).await.unwrap();
+        store.create_account("acme").await.unwrap();
+        assert!(matches!(store.create_account("acme").await, Err(StoreError::AlreadyExists)));
+        assert!(store.find_account("acme").await.unwrap().is_some());
+        assert!(store.find_account("nobody").await.unwrap().is_none());
+    }
+
+    async fn authenticate_distinguishes_refusals(backend: Backend) {
+        let db = TestDb::new(backend).await;
+        let store = warden::store::Store::connect(&db.url).await.unwrap();
+        let account = store.create_account("acme").await.unwrap();
+        store.insert_api_key(&account, "key_a", "hash_a", "prod").await.unwrap();
+        assert_eq!(store.authenticate("hash_a", "prod").await.unwrap(), Ok(account.clone()));
+        assert_eq!(store.authenticate("hash_a", "staging").await.unwrap(), Err(KeyRefusal::OtherEnvironment));
+        assert_eq!(store.authenticate("hash_b", "prod").await.unwrap(), Err(KeyRefusal::Unknown));
+        store.revoke_api_key("key_a").await.unwrap();
+        store.revoke_api_key("key_a").await.unwrap();
+        assert_eq!(store.authenticate("hash_a", "prod").await.unwrap(), Err(KeyRefusal::Revoked));
+        assert!(matches!(store.revoke_api_key("key_zz").await, Err(StoreError::NotFound)));
+    }
+
+    async fn migrations_are_idempotent_across_restarts(backend: Backend) {
+        let db = TestDb::new(backend).await;
+        let store = warden::store::Store::connect(&db.url).await.unwrap();
+        store.create_account("acme").await.unwrap();
+        store.close().await;
+        let again = warden::store::Store::connect(&db.url).await.unwrap();
+        assert!(again.find_account("acme").await.unwrap().is_some());
+    }
+
+    async fn concurrent_policy_writes_get_distinct_revisions(backend: Backend) {
+        let db = TestDb::new(backend).await;
+        let store = warden::store::Store::connect(&db.url).await.unwrap();
+        let account = store.create_account("acme").await.unwrap();
+        let writes = (0..20).map(|i| {
+            let store = store.clone();
+            let account = account.clone();
+            tokio::spawn(async move { store.put_policy(&account, &policy(&format!("w{i}"))).await.unwrap().revision })
+        });
+        let mut revisions: Vec<i64> = futures_join(writes).await;
+        revisions.sort();
+        assert_eq!(revisions, (1..=20).collect::<Vec<_>>(), "each write is one atomic step");
+        let stored = store.get_policy(&account).await.unwrap().unwrap();
+        assert_eq!(stored.revision, 20);
+        assert!(store.delete_policy(&account).await.unwrap());
+        assert!(!store.delete_policy(&account).await.unwrap());
+    }
+
+    async fn diagnostic_mode_reports_creation_once(backend: Backend) {
+        let db = TestDb::new(backend).await;
+        let store = warden::store::Store::connect(&db.url).await.unwrap();
+        let account = store.create_account("acme").await.unwrap();
+        assert_eq!(store.get_diagnostic_mode(&account).await.unwrap(), None);
+        assert!(store.put_diagnostic_mode(&account, DiagnosticMode::Text).await.unwrap());
+        assert!(!store.put_diagnostic_mode(&account, DiagnosticMode::Disabled).await.unwrap());
+        assert_eq!(store.get_diagnostic_mode(&account).await.unwrap(), Some(DiagnosticMode::Disabled));
+    }
+}
+
+async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for handle in handles {
+        out.push(handle.await.unwrap());
+    }
+    out
+}
