@@ -4,21 +4,28 @@
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::cli::{AccountCommand, AdminCommand, DatabaseArgs, KeyCommand};
-use crate::crypto::api_key;
-use crate::store::{Store, StoreError};
+use crate::cli::{AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, MasterKeyCommand};
+use crate::crypto::{api_key, master_key};
+use crate::store::{DatabaseKind, Store, StoreError};
+use crate::vault;
 
 pub const MAX_ACCOUNT_NAME_CHARS: usize = 64;
 
-pub async fn run(database: DatabaseArgs, command: AdminCommand) -> anyhow::Result<()> {
+pub async fn run(database: DatabaseArgs, master_key: MasterKeyArgs, command: AdminCommand) -> anyhow::Result<()> {
     let store = Store::connect(&database.database_url).await.context("cannot open the database")?;
-    let outcome = execute(&store, &database.environment, command).await;
+    let outcome = execute(&store, &database, &master_key, command).await;
     store.close().await;
     println!("{}", outcome?);
     Ok(())
 }
 
-pub async fn execute(store: &Store, environment: &str, command: AdminCommand) -> anyhow::Result<Value> {
+pub async fn execute(
+    store: &Store,
+    database: &DatabaseArgs,
+    master_key: &MasterKeyArgs,
+    command: AdminCommand,
+) -> anyhow::Result<Value> {
+    let environment = database.environment.as_str();
     match command {
         AdminCommand::Account(AccountCommand::Create { name }) => {
             check_account_name(&name)?;
@@ -46,6 +53,13 @@ pub async fn execute(store: &Store, environment: &str, command: AdminCommand) ->
             Err(StoreError::NotFound) => bail!("no API key with id {key_id:?}"),
             Err(err) => Err(err.into()),
         },
+        AdminCommand::MasterKey(MasterKeyCommand::Rotate) => {
+            let keyring = master_key::resolve_keyring(master_key, &DatabaseKind::of_url(&database.database_url)?)?;
+            let counts = vault::rotate_master_key(store, &keyring).await.context("rotation aborted, nothing changed")?;
+            let id = keyring.current().id();
+            tracing::info!(master_key_id = %id, resealed = counts.resealed, "stored secrets re-sealed under the current master key");
+            Ok(json!({"master_key_id": id, "resealed": counts.resealed, "already_current": counts.already_current}))
+        }
     }
 }
 

@@ -21,6 +21,9 @@ pub struct Cli {
     pub database: DatabaseArgs,
 
     #[command(flatten)]
+    pub master_key: MasterKeyArgs,
+
+    #[command(flatten)]
     pub log: LogArgs,
 
     #[command(subcommand)]
@@ -73,22 +76,24 @@ pub struct ServeArgs {
     /// Address and port to listen on.
     #[arg(long, env = "WARDEN_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-
-    #[command(flatten)]
-    pub master_key: MasterKeyArgs,
 }
 
 /// The master key encrypts endpoint credentials and signing keys at rest.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct MasterKeyArgs {
     /// Master key: base64 of exactly 32 bytes. Prefer the file form in production.
-    #[arg(long, env = "WARDEN_MASTER_KEY", hide_env_values = true, conflicts_with = "master_key_file")]
+    #[arg(long, env = "WARDEN_MASTER_KEY", hide_env_values = true, conflicts_with = "master_key_file", global = true)]
     pub master_key: Option<String>,
 
     /// File holding the base64 master key. With neither option, SQLite deployments
     /// get a key file created beside the database (mode 0600); PostgreSQL refuses to start.
-    #[arg(long, env = "WARDEN_MASTER_KEY_FILE")]
+    #[arg(long, env = "WARDEN_MASTER_KEY_FILE", global = true)]
     pub master_key_file: Option<PathBuf>,
+
+    /// During a master-key rotation: file holding the previous key, still used to
+    /// open secrets sealed before the rotation (see `warden admin master-key rotate`).
+    #[arg(long, env = "WARDEN_MASTER_KEY_PREVIOUS_FILE", global = true)]
+    pub master_key_previous_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -99,6 +104,18 @@ pub enum AdminCommand {
     /// Manage API keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Manage the master key that seals stored secrets.
+    #[command(subcommand, name = "master-key")]
+    MasterKey(MasterKeyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MasterKeyCommand {
+    /// Re-seal every stored secret under the current master key, in one
+    /// transaction. Rotation: configure the new key as WARDEN_MASTER_KEY(_FILE)
+    /// and the old one as WARDEN_MASTER_KEY_PREVIOUS_FILE, restart the servers,
+    /// run this, then drop the previous key. Prints the counts.
+    Rotate,
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,4 +11,5 @@ pub mod domain;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+pub mod vault;
 pub mod clock;

@@ -13,8 +13,8 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let outcome = match cli.command {
-        Command::Serve(args) => warden::startup::serve(cli.database, args).await,
-        Command::Admin(command) => warden::admin::run(cli.database, command).await,
+        Command::Serve(args) => warden::startup::serve(cli.database, cli.master_key, args).await,
+        Command::Admin(command) => warden::admin::run(cli.database, cli.master_key, command).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

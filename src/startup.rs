@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::api::{self, AppContext};
-use crate::cli::{DatabaseArgs, ServeArgs};
+use crate::cli::{DatabaseArgs, MasterKeyArgs, ServeArgs};
 use crate::crypto::master_key;
 use crate::store::{DatabaseKind, Store};
 
@@ -19,18 +19,18 @@ pub struct Application {
 }
 
 impl Application {
-    pub async fn build(database: &DatabaseArgs, serve: &ServeArgs) -> anyhow::Result<Self> {
+    pub async fn build(database: &DatabaseArgs, master_key: &MasterKeyArgs, serve: &ServeArgs) -> anyhow::Result<Self> {
         let kind = DatabaseKind::of_url(&database.database_url)?;
         // The key is checked before touching the database, so a misconfigured
         // PostgreSQL replica fails fast with a clear message.
-        let master_key = master_key::resolve(&serve.master_key, &kind)?;
+        let keyring = master_key::resolve_keyring(master_key, &kind)?;
         let store = Store::connect(&database.database_url)
             .await
             .with_context(|| format!("cannot open the {} database", backend_label(&kind)))?;
         let state = Arc::new(AppContext {
             store: store.clone(),
             environment: database.environment.clone(),
-            master_key,
+            keyring,
         });
         let listener = TcpListener::bind(serve.listen)
             .await
@@ -62,8 +62,8 @@ fn backend_label(kind: &DatabaseKind) -> &'static str {
 }
 
 /// `warden serve`.
-pub async fn serve(database: DatabaseArgs, args: ServeArgs) -> anyhow::Result<()> {
-    let app = Application::build(&database, &args).await?;
+pub async fn serve(database: DatabaseArgs, master_key: MasterKeyArgs, args: ServeArgs) -> anyhow::Result<()> {
+    let app = Application::build(&database, &master_key, &args).await?;
     // Handlers are installed before announcing readiness, so a signal sent
     // right after start-up is never the default "terminate at once".
     let shutdown = shutdown_signal()?;

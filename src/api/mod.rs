@@ -3,14 +3,15 @@
 
 use axum::Router;
 use axum::middleware::from_fn;
-use axum::routing::get;
+use axum::routing::{get, put};
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::crypto::master_key::MasterKey;
+use crate::crypto::master_key::Keyring;
 use crate::store::Store;
 
 pub mod auth;
+pub mod credentials;
 pub mod diagnostics;
 pub mod error;
 pub mod health;
@@ -23,7 +24,8 @@ pub struct AppContext {
     pub store: Store,
     /// The environment API keys must have been issued for.
     pub environment: String,
-    pub master_key: MasterKey,
+    /// Seals and opens stored secrets.
+    pub keyring: Keyring,
 }
 
 pub type AppState = Arc<AppContext>;
@@ -33,6 +35,10 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health::health))
         .route("/v1/agent-policy", get(policy::get_policy).put(policy::put_policy).delete(policy::delete_policy))
         .route("/v1/diagnostics/settings", get(diagnostics::get_settings).put(diagnostics::put_settings))
+        .route(
+            "/v1/capability-credentials/{credential_ref}",
+            put(credentials::put_credential).delete(credentials::delete_credential),
+        )
         .fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(CatchPanicLayer::new())
         .layer(from_fn(error::shape_errors))

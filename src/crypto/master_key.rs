@@ -1,6 +1,8 @@
-//! The master key: 32 bytes that encrypt stored secrets (endpoint
-//! credentials, signing keys). Configured inline or as a file; a SQLite
-//! deployment without one gets a key file created beside its database.
+//! The master keyring: the current 32-byte key that seals stored secrets
+//! (endpoint credentials, signing keys) and, during a rotation, the previous
+//! key that still opens what was sealed before. Configured inline or as a
+//! file; a SQLite deployment without one gets a key file created beside its
+//! database.
 
 use anyhow::{Context, bail};
 use base64::Engine;
@@ -10,6 +12,8 @@ use std::fmt;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 use crate::cli::MasterKeyArgs;
 use crate::store::DatabaseKind;
@@ -28,6 +32,12 @@ impl fmt::Debug for MasterKey {
 impl MasterKey {
     pub fn bytes(&self) -> &[u8; KEY_LEN] {
         &self.0
+    }
+
+    /// A stable, non-secret identifier: a truncated hash of the key.
+    pub fn id(&self) -> String {
+        let digest = Sha256::new().chain_update(b"warden master key id v1").chain_update(self.0).finalize();
+        format!("mk_{}", super::api_key::hex(&digest[..8]))
     }
 
     pub fn generate() -> Self {
@@ -49,6 +59,37 @@ impl MasterKey {
     fn to_base64(&self) -> String {
         STANDARD.encode(self.0)
     }
+}
+
+/// The current key and any previous ones still accepted for opening.
+#[derive(Clone, Debug)]
+pub struct Keyring {
+    current: MasterKey,
+    previous: Vec<MasterKey>,
+}
+
+impl Keyring {
+    pub fn new(current: MasterKey, previous: Vec<MasterKey>) -> Self {
+        Keyring { current, previous }
+    }
+
+    pub fn current(&self) -> &MasterKey {
+        &self.current
+    }
+
+    pub fn find(&self, id: &str) -> Option<&MasterKey> {
+        std::iter::once(&self.current).chain(&self.previous).find(|k| k.id() == id)
+    }
+}
+
+/// The keyring as configured (creating the default key file if needed).
+pub fn resolve_keyring(args: &MasterKeyArgs, database: &DatabaseKind) -> anyhow::Result<Keyring> {
+    let current = resolve(args, database)?;
+    let previous = match &args.master_key_previous_file {
+        Some(path) => vec![read_key_file(path).context("WARDEN_MASTER_KEY_PREVIOUS_FILE")?],
+        None => vec![],
+    };
+    Ok(Keyring::new(current, previous))
 }
 
 /// Finds the master key as configured, or creates the default key file.
@@ -120,7 +161,7 @@ mod tests {
     use super::*;
 
     fn no_key() -> MasterKeyArgs {
-        MasterKeyArgs { master_key: None, master_key_file: None }
+        MasterKeyArgs { master_key: None, master_key_file: None, master_key_previous_file: None }
     }
 
     #[test]
@@ -142,9 +183,9 @@ mod tests {
 
     #[test]
     fn inline_key_must_be_32_bytes() {
-        let args = MasterKeyArgs { master_key: Some(STANDARD.encode([1u8; 16])), master_key_file: None };
+        let args = MasterKeyArgs { master_key: Some(STANDARD.encode([1u8; 16])), ..no_key() };
         assert!(resolve(&args, &DatabaseKind::Postgres).is_err());
-        let args = MasterKeyArgs { master_key: Some(STANDARD.encode([1u8; 32])), master_key_file: None };
+        let args = MasterKeyArgs { master_key: Some(STANDARD.encode([1u8; 32])), ..no_key() };
         assert_eq!(resolve(&args, &DatabaseKind::Postgres).unwrap().bytes(), &[1u8; 32]);
     }
 

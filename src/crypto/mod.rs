@@ -1,5 +1,6 @@
 //! Secrets: API keys (random, stored as hashes) and the master key that
-//! encrypts stored secrets at rest.
+//! encrypts stored secrets at rest (`sealed`).
 
 pub mod api_key;
 pub mod master_key;
+pub mod sealed;

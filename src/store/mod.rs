@@ -16,6 +16,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 pub mod accounts;
+pub mod credentials;
 pub mod diagnostics;
 pub mod policy;
 
@@ -137,6 +138,16 @@ impl Store {
     pub async fn ping(&self) -> StoreResult<()> {
         on_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()))?;
         Ok(())
+    }
+
+    /// How a read-then-write transaction begins. SQLite must take the write
+    /// lock up front: a deferred transaction that upgrades later can fail
+    /// with SQLITE_BUSY without waiting.
+    pub(crate) fn write_transaction_statement(&self) -> &'static str {
+        match self {
+            Store::Sqlite(_) => "BEGIN IMMEDIATE",
+            Store::Postgres(_) => "BEGIN",
+        }
     }
 
     pub fn backend_name(&self) -> &'static str {

@@ -110,3 +110,38 @@ async fn sqlite_without_a_master_key_creates_a_private_key_file() {
     let mode = std::fs::metadata(&key_file).expect("key file created").permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+both_backends! {
+    async fn master_key_rotate_command_reseals_under_the_new_key(backend: Backend) {
+        let db = TestDb::new(backend).await;
+        let store = warden::store::Store::connect(&db.url).await.unwrap();
+        let account = store.create_account("acme").await.unwrap();
+        let old = warden::crypto::master_key::Keyring::new(warden::crypto::master_key::MasterKey::from_base64(MASTER_KEY).unwrap(), vec![]);
+        let spec = warden::domain::credential::CredentialSpec::from_json(&serde_json::json!({"auth_type": "bearer", "secret": "rotate-me"})).unwrap();
+        let reference = warden::domain::credential::CredentialRef::parse("cred_rot").unwrap();
+        warden::vault::store_credential(&store, &old, &account, &reference, &spec).await.unwrap();
+        store.close().await;
+
+        let old_file = db.dir().join("old.key");
+        std::fs::write(&old_file, MASTER_KEY).unwrap();
+        let new_key = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+        let rotate = |previous: bool| {
+            let mut command = warden_command(&db);
+            command.args(["admin", "master-key", "rotate"]).env("WARDEN_MASTER_KEY", new_key);
+            if previous {
+                command.env("WARDEN_MASTER_KEY_PREVIOUS_FILE", &old_file);
+            }
+            command
+        };
+        let failed = rotate(false).output().await.unwrap();
+        assert!(!failed.status.success(), "without the previous key the old secret cannot be re-sealed");
+        let out = rotate(true).output().await.unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["resealed"], 1);
+        assert!(report["master_key_id"].as_str().unwrap().starts_with("mk_"));
+        let out = rotate(false).output().await.unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!((report["resealed"].as_u64(), report["already_current"].as_u64()), (Some(0), Some(1)));
+    }
+}

@@ -45,13 +45,12 @@ both_backends! {
     async fn a_key_of_another_environment_is_refused(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         app.account_with_key("acme").await;
-        let staging = warden::admin::execute(
+        let staging = admin_in(
             &app.store,
             "staging",
             warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Issue { account: "acme".into() }),
         )
-        .await
-        .unwrap();
+        .await;
         let response = app
             .client
             .get(app.url("/v1/agent-policy"))

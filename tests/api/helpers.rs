@@ -81,6 +81,39 @@ impl TestDb {
         bytes
     }
 
+    /// Whether `needle` appears anywhere in the stored data: the SQLite file
+    /// and its WAL byte for byte, or every row of every PostgreSQL table
+    /// (as text, and as the hex form PostgreSQL prints for bytea).
+    pub async fn contains(&self, needle: &str) -> bool {
+        match &self.pg_name {
+            None => {
+                let bytes = self.sqlite_bytes();
+                assert!(!bytes.is_empty(), "the database file exists");
+                bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+            }
+            Some(_) => {
+                let mut conn = PgConnection::connect(&self.url).await.unwrap();
+                let tables: Vec<(String,)> = sqlx::query_as(
+                    "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'",
+                )
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+                let hex: String = needle.bytes().map(|b| format!("{b:02x}")).collect();
+                for (table,) in tables {
+                    let rows: Vec<(String,)> = sqlx::query_as(&format!("SELECT row_to_json(t)::text FROM \"{table}\" t"))
+                        .fetch_all(&mut conn)
+                        .await
+                        .unwrap();
+                    if rows.iter().any(|(r,)| r.contains(needle) || r.contains(&hex)) {
+                        return true;
+                    }
+                }
+                false
+            }
+        }
+    }
+
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
     }
@@ -134,11 +167,9 @@ impl TestApp {
     }
 
     pub async fn spawn_on(db: TestDb) -> Self {
-        let serve = ServeArgs {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            master_key: MasterKeyArgs { master_key: Some(MASTER_KEY.into()), master_key_file: None },
-        };
-        let app = Application::build(&db.database_args(), &serve).await.expect("application builds");
+        let serve = ServeArgs { listen: "127.0.0.1:0".parse().unwrap() };
+        let keys = MasterKeyArgs { master_key: Some(MASTER_KEY.into()), ..Default::default() };
+        let app = Application::build(&db.database_args(), &keys, &serve).await.expect("application builds");
         let address = format!("http://{}", app.local_addr());
         let store = app.store().clone();
         let (tx, rx) = oneshot::channel();
@@ -172,7 +203,13 @@ impl Drop for TestApp {
 }
 
 pub async fn admin(store: &Store, command: AdminCommand) -> Value {
-    warden::admin::execute(store, ENVIRONMENT, command).await.expect("admin command succeeds")
+    admin_in(store, ENVIRONMENT, command).await
+}
+
+/// An admin command as run on a deployment of another environment.
+pub async fn admin_in(store: &Store, environment: &str, command: AdminCommand) -> Value {
+    let database = DatabaseArgs { database_url: String::new(), environment: environment.into() };
+    warden::admin::execute(store, &database, &MasterKeyArgs::default(), command).await.expect("admin command succeeds")
 }
 
 /// Status and parsed JSON body of a response (`Value::Null` when empty).
@@ -202,6 +239,8 @@ pub fn assert_nested_error(body: &Value, code: &str) {
 pub struct ServerProcess {
     pub child: tokio::process::Child,
     pub address: String,
+    /// Every log line the server has written so far.
+    pub logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl ServerProcess {
@@ -214,8 +253,10 @@ impl ServerProcess {
         }
         let mut child = command.stderr(Stdio::piped()).stdout(Stdio::null()).kill_on_drop(true).spawn().unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let address = tokio::time::timeout(std::time::Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await.unwrap() {
+                logs.lock().unwrap().push(line.clone());
                 let Ok(event) = serde_json::from_str::<Value>(&line) else { continue };
                 if event["message"] == "warden is listening" {
                     return event["address"].as_str().unwrap().to_owned();
@@ -226,8 +267,13 @@ impl ServerProcess {
         .await
         .expect("warden starts listening within 60 s");
         // Keep draining the log so the child never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        ServerProcess { child, address: format!("http://{address}") }
+        let sink = logs.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        ServerProcess { child, address: format!("http://{address}"), logs }
     }
 }
 

@@ -7,6 +7,7 @@ mod helpers;
 mod admin_cli;
 mod auth;
 mod crash;
+mod credentials;
 mod diagnostics;
 mod errors;
 mod health;

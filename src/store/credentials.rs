@@ -1,0 +1,139 @@
+//! Endpoint credentials as stored: metadata in clear, the secret sealed.
+
+use super::{Store, StoreError, StoreResult, on_pool};
+use crate::clock::now_millis;
+use crate::crypto::sealed::Sealed;
+use crate::store::accounts::AccountId;
+
+pub const STATUS_CONFIGURED: &str = "configured";
+pub const STATUS_REVOKED: &str = "revoked";
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct CredentialRow {
+    pub account_id: i64,
+    pub credential_ref: String,
+    pub auth_type: String,
+    pub header_name: Option<String>,
+    pub status: String,
+    pub master_key_id: Option<String>,
+    pub nonce: Option<Vec<u8>>,
+    pub ciphertext: Option<Vec<u8>>,
+}
+
+impl CredentialRow {
+    pub fn sealed(&self) -> Option<Sealed> {
+        Some(Sealed {
+            key_id: self.master_key_id.clone()?,
+            nonce: self.nonce.clone()?,
+            ciphertext: self.ciphertext.clone()?,
+        })
+    }
+}
+
+/// Counts reported by a re-seal of every stored secret.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ResealCounts {
+    pub resealed: u64,
+    pub already_current: u64,
+}
+
+const COLUMNS: &str = "account_id, credential_ref, auth_type, header_name, status, master_key_id, nonce, ciphertext";
+
+impl Store {
+    /// Stores or rotates a credential (a revoked one is configured again).
+    pub async fn put_credential(
+        &self,
+        account: &AccountId,
+        credential_ref: &str,
+        auth_type: &str,
+        header_name: Option<&str>,
+        sealed: &Sealed,
+    ) -> StoreResult<()> {
+        let now = now_millis();
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO capability_credentials \
+                 (account_id, credential_ref, auth_type, header_name, status, master_key_id, nonce, ciphertext, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) \
+                 ON CONFLICT (account_id, credential_ref) DO UPDATE SET auth_type = excluded.auth_type, \
+                 header_name = excluded.header_name, status = excluded.status, master_key_id = excluded.master_key_id, \
+                 nonce = excluded.nonce, ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
+            )
+            .bind(account.0)
+            .bind(credential_ref)
+            .bind(auth_type)
+            .bind(header_name)
+            .bind(STATUS_CONFIGURED)
+            .bind(&sealed.key_id)
+            .bind(&sealed.nonce)
+            .bind(&sealed.ciphertext)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// Revokes a credential and erases its sealed secret. Returns false when
+    /// the account has no credential of that reference.
+    pub async fn revoke_credential(&self, account: &AccountId, credential_ref: &str) -> StoreResult<bool> {
+        let affected = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE capability_credentials SET status = $3, master_key_id = NULL, nonce = NULL, ciphertext = NULL, \
+                 updated_at = $4 WHERE account_id = $1 AND credential_ref = $2",
+            )
+            .bind(account.0)
+            .bind(credential_ref)
+            .bind(STATUS_REVOKED)
+            .bind(now_millis())
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(affected > 0)
+    }
+
+    pub async fn get_credential(&self, account: &AccountId, credential_ref: &str) -> StoreResult<Option<CredentialRow>> {
+        let sql = format!("SELECT {COLUMNS} FROM capability_credentials WHERE account_id = $1 AND credential_ref = $2");
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(account.0).bind(credential_ref).fetch_optional(pool).await
+        })?)
+    }
+
+    /// Re-seals every configured credential in one transaction: `reseal`
+    /// returns the new sealed value, `None` when it is already current, or an
+    /// error that aborts the whole rotation (nothing is changed).
+    pub async fn reseal_credentials<F>(&self, mut reseal: F) -> StoreResult<ResealCounts>
+    where
+        F: FnMut(&CredentialRow) -> Result<Option<Sealed>, String>,
+    {
+        let select = format!("SELECT {COLUMNS} FROM capability_credentials WHERE ciphertext IS NOT NULL");
+        let begin = self.write_transaction_statement();
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            let rows: Vec<CredentialRow> = sqlx::query_as(&select).fetch_all(&mut *tx).await?;
+            let mut counts = ResealCounts::default();
+            for row in &rows {
+                let Some(sealed) = reseal(row).map_err(StoreError::Corrupt)? else {
+                    counts.already_current += 1;
+                    continue;
+                };
+                sqlx::query(
+                    "UPDATE capability_credentials SET master_key_id = $3, nonce = $4, ciphertext = $5 \
+                     WHERE account_id = $1 AND credential_ref = $2",
+                )
+                .bind(row.account_id)
+                .bind(&row.credential_ref)
+                .bind(&sealed.key_id)
+                .bind(&sealed.nonce)
+                .bind(&sealed.ciphertext)
+                .execute(&mut *tx)
+                .await?;
+                counts.resealed += 1;
+            }
+            tx.commit().await?;
+            Ok(counts)
+        })
+    }
+}
