@@ -1,0 +1,117 @@
+//! Compiled schemas kept by key, as one guest instance keeps them.
+//!
+//! The host passes `(key, text)` on every call (WIT `schema-ref`). An entry is
+//! reused only when the text is byte-for-byte the text it was compiled from,
+//! so a host that reuses a key for a new schema gets a recompile, never a
+//! stale validator. The cache is bounded: past [`MAX_ENTRIES`] entries or
+//! [`MAX_TEXT_BYTES`] of schema text the oldest entry is evicted.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use crate::schema::{compile_text, Dialect, Schema};
+use crate::violation::Violation;
+
+pub const MAX_ENTRIES: usize = 256;
+pub const MAX_TEXT_BYTES: usize = 8 * 1024 * 1024;
+
+struct Entry {
+    dialect: Dialect,
+    text: String,
+    schema: Rc<Schema>,
+    stamp: u64,
+}
+
+/// A bounded map from key to compiled schema. Not `Send`: one per instance.
+#[derive(Default)]
+pub struct SchemaCache {
+    entries: BTreeMap<String, Entry>,
+    bytes: usize,
+    clock: u64,
+    hits: u64,
+    misses: u64,
+}
+
+impl SchemaCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The compiled schema for `(key, text)`, compiling on a miss. A schema
+    /// that does not compile is not cached; its violations are returned.
+    pub fn get(&mut self, dialect: Dialect, key: &str, text: &str) -> Result<Rc<Schema>, Vec<Violation>> {
+        self.clock += 1;
+        if let Some(e) = self.entries.get_mut(key) {
+            if e.dialect == dialect && e.text == text {
+                e.stamp = self.clock;
+                self.hits += 1;
+                return Ok(e.schema.clone());
+            }
+        }
+        self.misses += 1;
+        let schema = Rc::new(compile_text(dialect, text)?);
+        if let Some(old) = self.entries.remove(key) {
+            self.bytes -= old.text.len();
+        }
+        while !self.entries.is_empty()
+            && (self.entries.len() >= MAX_ENTRIES || self.bytes + text.len() > MAX_TEXT_BYTES)
+        {
+            let oldest = self.entries.iter().min_by_key(|(_, e)| e.stamp).map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                if let Some(e) = self.entries.remove(&k) {
+                    self.bytes -= e.text.len();
+                }
+            }
+        }
+        if text.len() <= MAX_TEXT_BYTES {
+            self.bytes += text.len();
+            self.entries.insert(
+                key.to_string(),
+                Entry { dialect, text: text.to_string(), schema: schema.clone(), stamp: self.clock },
+            );
+        }
+        Ok(schema)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// (hits, misses) since creation.
+    pub fn stats(&self) -> (u64, u64) {
+        (self.hits, self.misses)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = r#"{"type":"object","additionalProperties":false,"properties":{"a":{"type":"boolean"}}}"#;
+    const B: &str = r#"{"type":"object","additionalProperties":false,"properties":{"b":{"type":"boolean"}}}"#;
+
+    #[test]
+    fn same_key_same_text_hits_and_new_text_recompiles() {
+        let mut c = SchemaCache::new();
+        c.get(Dialect::Input, "k", A).unwrap();
+        c.get(Dialect::Input, "k", A).unwrap();
+        assert_eq!(c.stats(), (1, 1));
+        let s = c.get(Dialect::Input, "k", B).unwrap();
+        assert!(s.root.property("b").is_some());
+        assert_eq!(c.stats(), (1, 2));
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn bounded() {
+        let mut c = SchemaCache::new();
+        for i in 0..(MAX_ENTRIES + 10) {
+            c.get(Dialect::Input, &format!("k{i}"), A).unwrap();
+        }
+        assert_eq!(c.len(), MAX_ENTRIES);
+    }
+}

@@ -1,0 +1,230 @@
+//! Shaping a `result_handling: host_interaction` result into the closed
+//! confirmation / selection / not-found object (contract 2.3; section 1
+//! rules 9 and 10).
+//!
+//! The closed result schemas are written in the input schema language itself
+//! (closed objects, bounded strings, patterns) and compiled once per
+//! instance; the opaque references are then split off from what may reach a
+//! model.
+
+use std::sync::OnceLock;
+
+use serde_json::{json, Map, Value};
+
+use crate::schema::{compile, Dialect, Schema};
+use crate::violation::Violation;
+
+/// The deterministic not-found assistant text (contract 1, rule 9).
+pub const NOT_FOUND_TEXT: &str = "No hay una operación disponible para esta consulta.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    ConfirmOperation,
+    Selection,
+    NotFound,
+}
+
+/// The result split by audience.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shaped {
+    pub kind: Kind,
+    /// No opaque reference in here: safe for the model, history and clients.
+    pub public: Value,
+    /// Only the opaque references: for the response to the host application.
+    pub refs: Value,
+    pub assistant_text: Option<&'static str>,
+}
+
+const REF: &str = r#"{"type": "string", "minLength": 1, "maxLength": 512, "pattern": "^[\\x21-\\x7e]+$"}"#;
+const OPERATION: &str = r#"{"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[a-z][a-z0-9_]*$"}"#;
+const EXPIRES: &str = r#"{"type": "string", "maxLength": 40,
+    "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})$"}"#;
+
+fn with_parts(template: &str) -> String {
+    template.replace("@REF@", REF).replace("@OPERATION@", OPERATION).replace("@EXPIRES@", EXPIRES)
+}
+
+const CONFIRM_SCHEMA: &str = r#"{"type": "object", "additionalProperties": false,
+    "required": ["type", "operation", "operation_ref", "expires_at", "preview"],
+    "properties": {
+        "type": {"const": "confirm_operation"},
+        "operation": @OPERATION@, "operation_ref": @REF@, "expires_at": @EXPIRES@,
+        "preview": {"type": "object", "additionalProperties": false, "required": ["title", "fields"],
+            "properties": {
+                "title": {"type": "string", "minLength": 1, "maxLength": 200},
+                "fields": {"type": "array", "maxItems": 20, "items": {"type": "object",
+                    "additionalProperties": false, "required": ["label", "value"],
+                    "properties": {"label": {"type": "string", "minLength": 1, "maxLength": 80},
+                                   "value": {"type": "string", "maxLength": 500}}}}}}}}"#;
+
+const SELECTION_SCHEMA: &str = r#"{"type": "object", "additionalProperties": false,
+    "required": ["type", "operation", "selection_ref", "expires_at", "title", "options"],
+    "properties": {
+        "type": {"const": "selection"},
+        "operation": @OPERATION@, "selection_ref": @REF@, "expires_at": @EXPIRES@,
+        "title": {"type": "string", "minLength": 1, "maxLength": 200},
+        "options": {"type": "array", "maxItems": 20, "items": {"type": "object",
+            "additionalProperties": false, "required": ["option_ref", "label"],
+            "properties": {"option_ref": @REF@,
+                           "label": {"type": "string", "minLength": 1, "maxLength": 200},
+                           "description": {"type": "string", "maxLength": 500}}}}}}"#;
+
+const NOT_FOUND_SCHEMA: &str = r#"{"type": "object", "additionalProperties": false, "required": ["type"],
+    "properties": {"type": {"const": "not_found"}}}"#;
+
+struct Schemas {
+    confirm: Schema,
+    selection: Schema,
+    not_found: Schema,
+}
+
+fn schemas() -> &'static Schemas {
+    static S: OnceLock<Schemas> = OnceLock::new();
+    S.get_or_init(|| {
+        let c = |text: &str| {
+            let v: Value = serde_json::from_str(text).expect("built-in schema is JSON");
+            compile(Dialect::Input, &v).expect("built-in schema is valid")
+        };
+        Schemas {
+            confirm: c(&with_parts(CONFIRM_SCHEMA)),
+            selection: c(&with_parts(SELECTION_SCHEMA)),
+            not_found: c(NOT_FOUND_SCHEMA),
+        }
+    })
+}
+
+/// Parses and shapes a host-interaction result.
+pub fn shape_text(text: &str) -> Result<Shaped, Vec<Violation>> {
+    let value = crate::parse_json(text)?;
+    shape(value)
+}
+
+/// Shapes a parsed host-interaction result.
+pub fn shape(value: Value) -> Result<Shaped, Vec<Violation>> {
+    let Some(obj) = value.as_object() else {
+        return Err(vec![Violation::new("", "type-mismatch", "a host_interaction result must be a JSON object")]);
+    };
+    let s = schemas();
+    let kind = match obj.get("type").and_then(Value::as_str) {
+        Some("confirm_operation") => Kind::ConfirmOperation,
+        Some("selection") => Kind::Selection,
+        Some("not_found") => Kind::NotFound,
+        _ => {
+            return Err(vec![Violation::new("/type", "interaction-type-invalid",
+                "type must be \"confirm_operation\", \"selection\" or \"not_found\"")]);
+        }
+    };
+    let schema = match kind {
+        Kind::ConfirmOperation => &s.confirm,
+        Kind::Selection => &s.selection,
+        Kind::NotFound => &s.not_found,
+    };
+    schema.validate(&value)?;
+    if let Some(e) = obj.get("expires_at").and_then(Value::as_str) {
+        if !timestamp_in_range(e) {
+            return Err(vec![Violation::new("/expires_at", "timestamp-invalid", "expires_at is not a valid RFC 3339 time")]);
+        }
+    }
+    let get = |k: &str| obj.get(k).cloned().unwrap_or(Value::Null);
+    Ok(match kind {
+        Kind::ConfirmOperation => Shaped {
+            kind,
+            public: json!({"type": "confirm_operation", "operation": get("operation"),
+                "expires_at": get("expires_at"), "preview": get("preview")}),
+            refs: json!({"operation_ref": get("operation_ref")}),
+            assistant_text: None,
+        },
+        Kind::Selection => {
+            let options = obj.get("options").and_then(Value::as_array).cloned().unwrap_or_default();
+            if options.is_empty() {
+                return Err(vec![Violation::new("/options", "array-too-short",
+                    "a selection needs at least one option; zero eligible operations is not_found")]);
+            }
+            let mut public_options = Vec::with_capacity(options.len());
+            let mut option_refs = Vec::with_capacity(options.len());
+            for o in options {
+                let Value::Object(mut m) = o else { continue };
+                option_refs.push(m.remove("option_ref").unwrap_or(Value::Null));
+                public_options.push(Value::Object(m));
+            }
+            Shaped {
+                kind,
+                public: json!({"type": "selection", "operation": get("operation"), "expires_at": get("expires_at"),
+                    "title": get("title"), "options": public_options}),
+                refs: json!({"selection_ref": get("selection_ref"), "option_refs": option_refs}),
+                assistant_text: None,
+            }
+        }
+        Kind::NotFound => Shaped {
+            kind,
+            public: json!({"type": "not_found"}),
+            refs: Value::Object(Map::new()),
+            assistant_text: Some(NOT_FOUND_TEXT),
+        },
+    })
+}
+
+fn timestamp_in_range(s: &str) -> bool {
+    let n = |a: usize, b: usize| s.get(a..b).and_then(|x| x.parse::<u32>().ok()).unwrap_or(99);
+    let (month, day, hour, minute, second) = (n(5, 7), n(8, 10), n(11, 13), n(14, 16), n(17, 19));
+    let offset_ok = match s.rfind(['+', '-']) {
+        Some(i) if i > 19 => n(i + 1, i + 3) <= 23 && n(i + 4, i + 6) <= 59,
+        _ => true,
+    };
+    (1..=12).contains(&month) && (1..=31).contains(&day) && hour <= 23 && minute <= 59 && second <= 60 && offset_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn confirm() -> Value {
+        json!({"type": "confirm_operation", "operation": "cancel_order", "operation_ref": "op_7f3a",
+            "expires_at": "2026-11-22T15:00:00Z",
+            "preview": {"title": "Cancel order A-1", "fields": [{"label": "Order", "value": "A-1"}]}})
+    }
+
+    #[test]
+    fn confirmation_keeps_the_ref_apart() {
+        let s = shape(confirm()).unwrap();
+        assert_eq!(s.kind, Kind::ConfirmOperation);
+        assert_eq!(s.refs, json!({"operation_ref": "op_7f3a"}));
+        assert!(!s.public.to_string().contains("op_7f3a"));
+        assert_eq!(s.public["preview"]["title"], "Cancel order A-1");
+    }
+
+    #[test]
+    fn selection_splits_option_refs_in_order() {
+        let s = shape(json!({"type": "selection", "operation": "cancel_order", "selection_ref": "sel_1",
+            "expires_at": "2026-11-22T15:00:00+01:00", "title": "Which order?",
+            "options": [{"option_ref": "o1", "label": "A-1"}, {"option_ref": "o2", "label": "A-2", "description": "yesterday"}]}))
+            .unwrap();
+        assert_eq!(s.refs, json!({"selection_ref": "sel_1", "option_refs": ["o1", "o2"]}));
+        assert_eq!(s.public["options"], json!([{"label": "A-1"}, {"label": "A-2", "description": "yesterday"}]));
+        assert!(!s.public.to_string().contains("sel_1"));
+    }
+
+    #[test]
+    fn not_found_has_the_exact_text() {
+        let s = shape(json!({"type": "not_found"})).unwrap();
+        assert_eq!(s.assistant_text, Some("No hay una operación disponible para esta consulta."));
+        assert_eq!(s.refs, json!({}));
+    }
+
+    #[test]
+    fn anything_else_is_rejected() {
+        let mut extra = confirm();
+        extra["amount"] = json!(3);
+        assert_eq!(shape(extra).unwrap_err()[0].rule, "property-not-allowed");
+        assert_eq!(shape(json!({"type": "execute"})).unwrap_err()[0].rule, "interaction-type-invalid");
+        assert_eq!(shape(json!({"type": "not_found", "reason": "x"})).unwrap_err()[0].rule, "property-not-allowed");
+        let mut bad_time = confirm();
+        bad_time["expires_at"] = json!("2026-13-22T15:00:00Z");
+        assert_eq!(shape(bad_time).unwrap_err()[0].rule, "timestamp-invalid");
+        let mut bad_ref = confirm();
+        bad_ref["operation_ref"] = json!("has space");
+        assert_eq!(shape(bad_ref).unwrap_err()[0].rule, "pattern-mismatch");
+        assert_eq!(shape(json!({"type": "selection", "operation": "x", "selection_ref": "s", "expires_at": "2026-11-22T15:00:00Z",
+            "title": "t", "options": []})).unwrap_err()[0].rule, "array-too-short");
+    }
+}

@@ -1,0 +1,349 @@
+//! Validating and pruning JSON values with a compiled [`Schema`].
+
+use serde_json::{Map, Value};
+
+use crate::schema::{types, Node, Schema};
+use crate::violation::{Pointer, Violation, Violations};
+
+impl Schema {
+    /// Validates a parsed value. Violations point into the value.
+    pub fn validate(&self, value: &Value) -> Result<(), Vec<Violation>> {
+        let mut out = Violations::new();
+        check(&self.root, value, &Pointer::root(), &mut Sink::Report(&mut out));
+        out.finish(())
+    }
+
+    /// Parses and validates JSON text.
+    pub fn validate_text(&self, text: &str) -> Result<(), Vec<Violation>> {
+        let value = crate::parse_json(text)?;
+        self.validate(&value)
+    }
+
+    /// Removes every property the schema does not declare (at any depth,
+    /// inside array items too), then validates what remains (2.6 rule 9).
+    pub fn prune(&self, mut value: Value) -> Result<Value, Vec<Violation>> {
+        prune(&self.root, &mut value);
+        self.validate(&value)?;
+        Ok(value)
+    }
+
+    /// Parses, prunes and validates; returns compact JSON text.
+    pub fn prune_text(&self, text: &str) -> Result<String, Vec<Violation>> {
+        let value = crate::parse_json(text)?;
+        let pruned = self.prune(value)?;
+        Ok(pruned.to_string())
+    }
+}
+
+fn prune(node: &Node, value: &mut Value) {
+    match value {
+        Value::Object(map) if node.types & types::OBJECT != 0 || !node.properties.is_empty() => {
+            map.retain(|k, _| node.property(k).is_some());
+            for (k, v) in map.iter_mut() {
+                if let Some(child) = node.property(k) {
+                    prune(child, v);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = &node.items {
+                for v in items.iter_mut() {
+                    prune(item, v);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Where failures go: reported, or only counted (inside anyOf/oneOf/not,
+/// where a branch failing is not itself a violation).
+enum Sink<'a> {
+    Report(&'a mut Violations),
+    Probe(bool),
+}
+
+impl Sink<'_> {
+    fn fail(&mut self, at: &Pointer, rule: &str, message: impl FnOnce() -> String) {
+        match self {
+            Sink::Report(out) => out.push(at, rule, message()),
+            Sink::Probe(failed) => *failed = true,
+        }
+    }
+
+    /// Stop walking: nothing more can be recorded, or a probe already failed.
+    fn done(&self) -> bool {
+        match self {
+            Sink::Report(out) => out.is_full(),
+            Sink::Probe(failed) => *failed,
+        }
+    }
+}
+
+fn passes(node: &Node, value: &Value, at: &Pointer) -> bool {
+    let mut probe = Sink::Probe(false);
+    check(node, value, at, &mut probe);
+    matches!(probe, Sink::Probe(false))
+}
+
+fn type_of(value: &Value) -> u8 {
+    match value {
+        Value::Null => types::NULL,
+        Value::Bool(_) => types::BOOLEAN,
+        Value::Object(_) => types::OBJECT,
+        Value::Array(_) => types::ARRAY,
+        Value::String(_) => types::STRING,
+        Value::Number(n) => {
+            if n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) {
+                types::NUMBER | types::INTEGER
+            } else {
+                types::NUMBER
+            }
+        }
+    }
+}
+
+fn type_names(t: u8) -> String {
+    let names = [
+        (types::OBJECT, "object"),
+        (types::ARRAY, "array"),
+        (types::STRING, "string"),
+        (types::INTEGER, "integer"),
+        (types::NUMBER, "number"),
+        (types::BOOLEAN, "boolean"),
+        (types::NULL, "null"),
+    ];
+    names.iter().filter(|(b, _)| t & b != 0).map(|(_, n)| *n).collect::<Vec<_>>().join(" or ")
+}
+
+/// JSON equality with numbers compared by value (1 == 1.0).
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            if let (Some(x), Some(y)) = (x.as_i64(), y.as_i64()) {
+                x == y
+            } else if let (Some(x), Some(y)) = (x.as_u64(), y.as_u64()) {
+                x == y
+            } else {
+                x.as_f64() == y.as_f64()
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn check(node: &Node, value: &Value, at: &Pointer, sink: &mut Sink<'_>) {
+    if sink.done() {
+        return;
+    }
+    let actual = type_of(value);
+    if node.types != 0 && node.types & actual == 0 {
+        sink.fail(at, "type-mismatch", || format!("expected {}", type_names(node.types)));
+        return;
+    }
+    if let Some(c) = &node.constant {
+        if !json_eq(c, value) {
+            sink.fail(at, "const-mismatch", || format!("must equal {c}"));
+        }
+    }
+    if let Some(list) = &node.enumeration {
+        if !list.iter().any(|e| json_eq(e, value)) {
+            sink.fail(at, "enum-mismatch", || "is not one of the allowed values".to_string());
+        }
+    }
+    match value {
+        Value::String(s) => check_string(node, s, at, sink),
+        Value::Array(items) => check_array(node, items, at, sink),
+        Value::Object(map) => check_object(node, map, at, sink),
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64() {
+                if node.minimum.is_some_and(|m| f < m) {
+                    sink.fail(at, "number-too-small", || format!("must be at least {}", node.minimum.unwrap_or_default()));
+                }
+                if node.maximum.is_some_and(|m| f > m) {
+                    sink.fail(at, "number-too-large", || format!("must be at most {}", node.maximum.unwrap_or_default()));
+                }
+            }
+        }
+        _ => {}
+    }
+    if !node.any_of.is_empty() && !node.any_of.iter().any(|b| passes(b, value, at)) {
+        sink.fail(at, "any-of-no-match", || "matches none of the anyOf alternatives".to_string());
+    }
+    if !node.one_of.is_empty() {
+        let n = node.one_of.iter().filter(|b| passes(b, value, at)).count();
+        if n != 1 {
+            sink.fail(at, "one-of-not-exactly-one", || format!("must match exactly one oneOf alternative; matches {n}"));
+        }
+    }
+    if let Some(not) = &node.not {
+        if passes(not, value, at) {
+            sink.fail(at, "not-matched", || "matches a schema it must not match".to_string());
+        }
+    }
+}
+
+fn check_string(node: &Node, s: &str, at: &Pointer, sink: &mut Sink<'_>) {
+    // Lengths count Unicode code points; a byte count bounds them from above,
+    // so the common case needs no scan.
+    let mut chars: Option<usize> = None;
+    let mut count = || *chars.get_or_insert_with(|| s.chars().count());
+    let mut length_ok = true;
+    if let Some(max) = node.max_length {
+        if s.len() as u64 > max && count() as u64 > max {
+            sink.fail(at, "string-too-long", || format!("must be at most {max} characters"));
+            length_ok = false;
+        }
+    }
+    if let Some(min) = node.min_length {
+        if (s.len() as u64) < min || (count() as u64) < min {
+            sink.fail(at, "string-too-short", || format!("must be at least {min} characters"));
+        }
+    }
+    // The pattern runs only on strings within maxLength (bounded work).
+    if let Some(re) = &node.pattern {
+        if length_ok && re.find(s).is_none() {
+            sink.fail(at, "pattern-mismatch", || "does not match the required pattern".to_string());
+        }
+    }
+}
+
+fn check_array(node: &Node, items: &[Value], at: &Pointer, sink: &mut Sink<'_>) {
+    if let Some(max) = node.max_items {
+        if items.len() as u64 > max {
+            sink.fail(at, "array-too-long", || format!("must hold at most {max} items"));
+            return;
+        }
+    }
+    if let Some(min) = node.min_items {
+        if (items.len() as u64) < min {
+            sink.fail(at, "array-too-short", || format!("must hold at least {min} items"));
+        }
+    }
+    if let Some(item) = &node.items {
+        for (i, v) in items.iter().enumerate() {
+            if sink.done() {
+                return;
+            }
+            check(item, v, &at.index(i), sink);
+        }
+    }
+}
+
+fn check_object(node: &Node, map: &Map<String, Value>, at: &Pointer, sink: &mut Sink<'_>) {
+    for name in &node.required {
+        if !map.contains_key(name) {
+            sink.fail(&at.key(name), "required-missing", || format!("required property \"{name}\" is missing"));
+        }
+    }
+    for (k, v) in map {
+        if sink.done() {
+            return;
+        }
+        match node.property(k) {
+            Some(child) => check(child, v, &at.key(k), sink),
+            None if node.closed => {
+                sink.fail(&at.key(k), "property-not-allowed", || format!("property \"{k}\" is not declared"))
+            }
+            None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::schema::{compile, Dialect};
+    use serde_json::{json, Value};
+
+    fn errs(schema: Value, value: Value) -> Vec<(String, String)> {
+        let s = compile(Dialect::Input, &schema).expect("schema compiles");
+        match s.validate(&value) {
+            Ok(()) => vec![],
+            Err(v) => v.into_iter().map(|v| (v.pointer, v.rule)).collect(),
+        }
+    }
+
+    fn e(p: &str, r: &str) -> (String, String) {
+        (p.into(), r.into())
+    }
+
+    fn schema() -> Value {
+        json!({"type": "object", "additionalProperties": false, "required": ["q"],
+            "properties": {
+                "q": {"type": "string", "maxLength": 5, "minLength": 2, "pattern": "^[a-z]+$"},
+                "k": {"type": "string", "maxLength": 3, "enum": ["a", "b"]},
+                "n": {"type": "integer"},
+                "c": {"const": 1},
+                "tags": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 2}}
+            }})
+    }
+
+    #[test]
+    fn valid_arguments_pass() {
+        assert!(errs(schema(), json!({"q": "abc", "k": "a", "n": 3, "c": 1.0, "tags": ["x"]})).is_empty());
+    }
+
+    #[test]
+    fn each_keyword_is_enforced() {
+        assert_eq!(errs(schema(), json!({})), vec![e("/q", "required-missing")]);
+        assert_eq!(errs(schema(), json!({"q": "abcdef"})), vec![e("/q", "string-too-long")]);
+        assert_eq!(errs(schema(), json!({"q": "a"})), vec![e("/q", "string-too-short")]);
+        assert_eq!(errs(schema(), json!({"q": "AB"})), vec![e("/q", "pattern-mismatch")]);
+        assert_eq!(errs(schema(), json!({"q": "ab", "k": "z"})), vec![e("/k", "enum-mismatch")]);
+        assert_eq!(errs(schema(), json!({"q": "ab", "n": 1.5})), vec![e("/n", "type-mismatch")]);
+        assert_eq!(errs(schema(), json!({"q": "ab", "c": 2})), vec![e("/c", "const-mismatch")]);
+        assert_eq!(errs(schema(), json!({"q": "ab", "x": 1})), vec![e("/x", "property-not-allowed")]);
+        assert_eq!(errs(schema(), json!({"q": "ab", "tags": ["a", "b", "c"]})), vec![e("/tags", "array-too-long")]);
+        assert_eq!(errs(schema(), json!({"q": "ab", "tags": ["abc"]})), vec![e("/tags/0", "string-too-long")]);
+        assert_eq!(errs(schema(), json!([])), vec![e("", "type-mismatch")]);
+    }
+
+    #[test]
+    fn lengths_count_code_points() {
+        assert!(errs(schema(), json!({"q": "ab", "k": "ñ"})).iter().all(|(_, r)| r == "enum-mismatch"));
+        let s = json!({"type": "object", "additionalProperties": false, "properties": {"s": {"type": "string", "maxLength": 2}}});
+        assert!(errs(s, json!({"s": "ññ"})).is_empty());
+    }
+
+    #[test]
+    fn exactly_one_of_two_required() {
+        let base = json!({"type": "object", "additionalProperties": false,
+            "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}},
+            "oneOf": [{"required": ["a"]}, {"required": ["b"]}]});
+        assert!(errs(base.clone(), json!({"a": true})).is_empty());
+        assert_eq!(errs(base.clone(), json!({"a": true, "b": true})), vec![e("", "one-of-not-exactly-one")]);
+        assert_eq!(errs(base, json!({})), vec![e("", "one-of-not-exactly-one")]);
+        let any_not = json!({"type": "object", "additionalProperties": false,
+            "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}},
+            "anyOf": [{"required": ["a"]}, {"required": ["b"]}], "not": {"required": ["a", "b"]}});
+        assert!(errs(any_not.clone(), json!({"b": false})).is_empty());
+        assert_eq!(errs(any_not.clone(), json!({})), vec![e("", "any-of-no-match")]);
+        assert_eq!(errs(any_not, json!({"a": true, "b": true})), vec![e("", "not-matched")]);
+    }
+
+    #[test]
+    fn pruning_drops_undeclared_fields_then_validates() {
+        let out = compile(Dialect::Output, &json!({"type": "object", "additionalProperties": false,
+            "properties": {"name": {"type": "string", "maxLength": 10},
+                "items": {"type": "array", "maxItems": 3, "items": {"type": "object", "additionalProperties": false,
+                    "properties": {"id": {"type": "integer"}}}}}})).unwrap();
+        let pruned = out.prune(json!({"name": "x", "secret": "s", "items": [{"id": 1, "internal": true}]})).unwrap();
+        assert_eq!(pruned, json!({"name": "x", "items": [{"id": 1}]}));
+        let err = out.prune(json!({"name": "far too long a name", "junk": 1})).unwrap_err();
+        assert_eq!(err[0].rule, "string-too-long");
+        assert_eq!(err.len(), 1);
+    }
+
+    #[test]
+    fn invalid_json_is_one_violation() {
+        let s = compile(Dialect::Input, &schema()).unwrap();
+        let err = s.validate_text("{nope").unwrap_err();
+        assert_eq!((err[0].pointer.as_str(), err[0].rule.as_str()), ("", "invalid-json"));
+        let deep = "[".repeat(10_000);
+        assert_eq!(s.validate_text(&deep).unwrap_err()[0].rule, "invalid-json");
+    }
+}
