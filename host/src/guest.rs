@@ -1,0 +1,179 @@
+//! Loading a guest: reading, compiling (or reusing a cached compilation),
+//! checking it against the world, linking it with nothing.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, Linker};
+use wasmtime::Engine;
+
+use crate::bindings::GuestPre;
+use crate::config::SandboxConfig;
+use crate::error::LoadError;
+use crate::pool::StoreState;
+
+/// The export a guest must provide.
+pub const WORLD_EXPORT: &str = "warden:policy/validator@0.1.0";
+/// The functions of that export.
+pub const WORLD_FUNCTIONS: &[&str] = &[
+    "check-definition",
+    "validate-arguments",
+    "prune-output",
+    "shape-interaction",
+    "check-integration-schema",
+    "validate-integration",
+];
+
+/// The default guest, built from `guest-policy/` by `build.rs`.
+static DEFAULT_GUEST: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/warden_guest_policy.wasm"));
+
+/// Where a guest comes from.
+#[derive(Debug, Clone)]
+pub enum GuestSource {
+    /// The default guest embedded in the binary.
+    Default,
+    /// A component file (the value of `WARDEN_POLICY_GUEST`).
+    Path(PathBuf),
+    /// Component bytes already in memory.
+    Bytes { name: String, bytes: Vec<u8> },
+}
+
+impl GuestSource {
+    /// `WARDEN_POLICY_GUEST`-style selection: a path when set and non-empty,
+    /// the embedded default otherwise.
+    pub fn from_option(path: Option<&Path>) -> Self {
+        match path {
+            Some(p) if !p.as_os_str().is_empty() => GuestSource::Path(p.to_path_buf()),
+            _ => GuestSource::Default,
+        }
+    }
+
+    pub(crate) fn name(&self) -> String {
+        match self {
+            GuestSource::Default => "(embedded default guest)".to_string(),
+            GuestSource::Path(p) => p.display().to_string(),
+            GuestSource::Bytes { name, .. } => name.clone(),
+        }
+    }
+
+    fn bytes(&self) -> Result<std::borrow::Cow<'_, [u8]>, LoadError> {
+        Ok(match self {
+            GuestSource::Default => DEFAULT_GUEST.into(),
+            GuestSource::Path(p) => {
+                std::fs::read(p).map_err(|source| LoadError::Read { path: p.clone(), source })?.into()
+            }
+            GuestSource::Bytes { bytes, .. } => bytes.as_slice().into(),
+        })
+    }
+}
+
+/// What was loaded, for logs and `warden admin guest check`.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuestInfo {
+    pub name: String,
+    pub sha256: String,
+    pub size_bytes: usize,
+    /// Imports the component declares; each is linked to a trapping stub.
+    pub imports: Vec<String>,
+    /// Time to compile or to load the cached compilation.
+    pub load_ms: f64,
+    /// Whether the compiled form came from `cache_dir`.
+    pub from_cache: bool,
+}
+
+pub(crate) struct Loaded {
+    pub pre: GuestPre<StoreState>,
+    pub info: GuestInfo,
+}
+
+pub(crate) fn load(engine: &Engine, source: &GuestSource, config: &SandboxConfig) -> Result<Loaded, LoadError> {
+    let name = source.name();
+    let bytes = source.bytes()?;
+    let sha256 = hex(&Sha256::digest(&bytes));
+    let started = Instant::now();
+    let (component, from_cache) = compile(engine, &name, &bytes, &sha256, config)?;
+    let load_ms = started.elapsed().as_secs_f64() * 1e3;
+
+    let missing = missing_exports(engine, &component);
+    if !missing.is_empty() {
+        return Err(LoadError::WorldMismatch { name, missing });
+    }
+    let imports = component.component_type().imports(engine).map(|(n, _)| n.to_string()).collect();
+
+    // Link nothing: every import the guest declares becomes a function that
+    // traps when called. A policy guest needs no host function at all.
+    let mut linker: Linker<StoreState> = Linker::new(engine);
+    linker
+        .define_unknown_imports_as_traps(&component)
+        .map_err(|e| LoadError::Link { name: name.clone(), reason: format!("{e:#}") })?;
+    let instance_pre = linker
+        .instantiate_pre(&component)
+        .map_err(|e| LoadError::Link { name: name.clone(), reason: format!("{e:#}") })?;
+    // Type-checks every function of the export against the world.
+    let pre = GuestPre::new(instance_pre).map_err(|e| LoadError::WorldMismatch {
+        name: name.clone(),
+        missing: vec![format!("`{WORLD_EXPORT}` does not have the world's types: {e:#}")],
+    })?;
+    Ok(Loaded { pre, info: GuestInfo { name, sha256, size_bytes: bytes.len(), imports, load_ms, from_cache } })
+}
+
+/// Names what the component lacks of the world (empty when it has it all).
+fn missing_exports(engine: &Engine, component: &Component) -> Vec<String> {
+    let ty = component.component_type();
+    let Some(export) = ty.get_export(engine, WORLD_EXPORT) else {
+        let found: Vec<String> = ty.exports(engine).map(|(n, _)| format!("`{n}`")).collect();
+        let found = if found.is_empty() { "nothing".to_string() } else { found.join(", ") };
+        return vec![format!("missing export `{WORLD_EXPORT}` (the component exports {found})")];
+    };
+    let ComponentItem::ComponentInstance(instance) = export.ty else {
+        return vec![format!("export `{WORLD_EXPORT}` is not an instance")];
+    };
+    WORLD_FUNCTIONS
+        .iter()
+        .filter(|f| !matches!(instance.get_export(engine, f).map(|e| e.ty), Some(ComponentItem::ComponentFunc(_))))
+        .map(|f| format!("missing function `{f}` in `{WORLD_EXPORT}`"))
+        .collect()
+}
+
+fn compile(
+    engine: &Engine,
+    name: &str,
+    bytes: &[u8],
+    sha256: &str,
+    config: &SandboxConfig,
+) -> Result<(Component, bool), LoadError> {
+    let not_component = |e: wasmtime::Error| LoadError::NotAComponent { name: name.to_string(), reason: format!("{e:#}") };
+    let Some(dir) = &config.cache_dir else {
+        return Ok((Component::new(engine, bytes).map_err(not_component)?, false));
+    };
+    // The file name binds the guest's bytes to this exact engine build and
+    // configuration, so a stale or foreign compilation is never picked up.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    let path = dir.join(format!("{}-{:016x}.cwasm", &sha256[..32], h.finish()));
+    if path.exists() {
+        // SAFETY: the cache directory is owned by the service (documented
+        // requirement of `cache_dir`); the file was written by `serialize`
+        // below for this engine configuration, as its name attests.
+        if let Ok(c) = unsafe { Component::deserialize_file(engine, &path) } {
+            return Ok((c, true));
+        }
+    }
+    let component = Component::new(engine, bytes).map_err(not_component)?;
+    if let Ok(serialized) = component.serialize() {
+        let _ = std::fs::create_dir_all(dir);
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, serialized).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+    Ok((component, false))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,246 @@
+//! The public API: one method per world function, each scoped to an account.
+
+use std::sync::Arc;
+
+use crate::bindings::{self, v};
+use crate::config::SandboxConfig;
+use crate::error::{LoadError, SandboxError};
+use crate::guest::{self, GuestInfo, GuestSource};
+use crate::pool::{Fault, Pool, PoolStats};
+use crate::types::{
+    DefinitionOptions, IntegrationSchemaKind, SchemaRef, ShapedInteraction, Verdict, Violation,
+};
+
+/// Most violations a guest may return from one call (WIT error contract).
+const MAX_VIOLATIONS: usize = 100;
+/// Longest schema key.
+const MAX_KEY_BYTES: usize = 256;
+
+/// A loaded policy guest with its engine, limits and instance pool.
+///
+/// Cheap to clone (an `Arc`); `Send + Sync`. Every method takes `account`,
+/// an opaque string naming the account the call is for: instances (and the
+/// compiled schemas they cache) are never shared between two accounts.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    info: GuestInfo,
+}
+
+impl Sandbox {
+    /// Loads a guest with the default limits.
+    pub fn load(source: GuestSource) -> Result<Sandbox, LoadError> {
+        Self::load_with(source, SandboxConfig::default())
+    }
+
+    /// Loads a guest with explicit limits. Compiles it (or loads the cached
+    /// compilation), refuses it if it does not export the world, and
+    /// instantiates it once to make sure it starts within its limits.
+    pub fn load_with(source: GuestSource, config: SandboxConfig) -> Result<Sandbox, LoadError> {
+        let engine = config.engine().map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+        let loaded = guest::load(&engine, &source, &config)?;
+        let name = loaded.info.name.clone();
+        let sandbox = Sandbox { inner: Arc::new(Inner { pool: Pool::new(engine, loaded.pre, config), info: loaded.info }) };
+        sandbox
+            .inner
+            .pool
+            .call("warden:load-probe", |_, _| Ok(()))
+            .map_err(|e| LoadError::Link { name, reason: format!("the guest does not start: {e}") })?;
+        Ok(sandbox)
+    }
+
+    /// What was loaded.
+    pub fn info(&self) -> &GuestInfo {
+        &self.inner.info
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> &SandboxConfig {
+        self.inner.pool.config()
+    }
+
+    /// Instance counters.
+    pub fn stats(&self) -> PoolStats {
+        self.inner.pool.stats()
+    }
+
+    /// Ids of the idle instances kept for `account` (for tests and
+    /// diagnostics: an id never reappears after its instance faulted).
+    #[doc(hidden)]
+    pub fn idle_instance_ids(&self, account: &str) -> Vec<u64> {
+        self.inner.pool.idle_ids(account)
+    }
+
+    /// `check-definition`: contract 2.5 and 2.6 on one capability definition.
+    pub fn check_definition(
+        &self,
+        account: &str,
+        definition: &str,
+        options: DefinitionOptions,
+    ) -> Result<Verdict<()>, SandboxError> {
+        self.input("the capability definition", definition, self.config().max_document_bytes)?;
+        let opts = v::DefinitionOptions::from(options);
+        let max_out = self.config().max_output_bytes;
+        self.inner.pool.call(account, |store, g| {
+            let r = g.warden_policy_validator().call_check_definition(store, definition, opts)?;
+            verdict(r, max_out, |_| 0)
+        })
+    }
+
+    /// `validate-arguments`: the arguments of a call against an input schema.
+    pub fn validate_arguments(
+        &self,
+        account: &str,
+        input_schema: SchemaRef<'_>,
+        arguments: &str,
+    ) -> Result<Verdict<()>, SandboxError> {
+        self.schema(input_schema)?;
+        self.input("the arguments", arguments, self.config().max_schema_bytes)?;
+        let s = bindings::schema_ref(input_schema);
+        let max_out = self.config().max_output_bytes;
+        self.inner.pool.call(account, |store, g| {
+            let r = g.warden_policy_validator().call_validate_arguments(store, &s, arguments)?;
+            verdict(r, max_out, |_| 0)
+        })
+    }
+
+    /// `prune-output`: drops undeclared fields of an endpoint result and
+    /// validates the rest; returns the pruned JSON text.
+    pub fn prune_output(
+        &self,
+        account: &str,
+        output_schema: SchemaRef<'_>,
+        endpoint_result: &str,
+    ) -> Result<Verdict<String>, SandboxError> {
+        self.schema(output_schema)?;
+        self.input("the endpoint result", endpoint_result, self.config().max_document_bytes)?;
+        let s = bindings::schema_ref(output_schema);
+        let max_out = self.config().max_output_bytes;
+        self.inner.pool.call(account, |store, g| {
+            let r = g.warden_policy_validator().call_prune_output(store, &s, endpoint_result)?;
+            let out = verdict(r, max_out, String::len)?;
+            if let Ok(text) = &out {
+                json_object_or_value(text, "prune-output")?;
+            }
+            Ok(out)
+        })
+    }
+
+    /// `shape-interaction`: a `host_interaction` result into the closed
+    /// interaction, references apart.
+    pub fn shape_interaction(
+        &self,
+        account: &str,
+        endpoint_result: &str,
+    ) -> Result<Verdict<ShapedInteraction>, SandboxError> {
+        self.input("the endpoint result", endpoint_result, self.config().max_document_bytes)?;
+        let max_out = self.config().max_output_bytes;
+        self.inner.pool.call(account, |store, g| {
+            let r = g.warden_policy_validator().call_shape_interaction(store, endpoint_result)?;
+            let size = |s: &v::ShapedInteraction| {
+                s.public.len() + s.refs.len() + s.assistant_text.as_ref().map_or(0, String::len)
+            };
+            Ok(match verdict(r, max_out, size)? {
+                Ok(s) => {
+                    json_object_or_value(&s.public, "shape-interaction public")?;
+                    json_object_or_value(&s.refs, "shape-interaction refs")?;
+                    Ok(ShapedInteraction {
+                        kind: s.kind.into(),
+                        public: s.public,
+                        refs: s.refs,
+                        assistant_text: s.assistant_text,
+                    })
+                }
+                Err(v) => Err(v),
+            })
+        })
+    }
+
+    /// `check-integration-schema`: the 2.13 subset.
+    pub fn check_integration_schema(
+        &self,
+        account: &str,
+        kind: IntegrationSchemaKind,
+        schema: &str,
+    ) -> Result<Verdict<()>, SandboxError> {
+        self.input("the schema", schema, self.config().max_schema_bytes)?;
+        let max_out = self.config().max_output_bytes;
+        self.inner.pool.call(account, |store, g| {
+            let r = g.warden_policy_validator().call_check_integration_schema(store, kind.into(), schema)?;
+            verdict(r, max_out, |_| 0)
+        })
+    }
+
+    /// `validate-integration`: an integration input (or model output).
+    pub fn validate_integration(
+        &self,
+        account: &str,
+        schema: SchemaRef<'_>,
+        value: &str,
+    ) -> Result<Verdict<()>, SandboxError> {
+        self.schema(schema)?;
+        self.input("the value", value, self.config().max_schema_bytes)?;
+        let s = bindings::schema_ref(schema);
+        let max_out = self.config().max_output_bytes;
+        self.inner.pool.call(account, |store, g| {
+            let r = g.warden_policy_validator().call_validate_integration(store, &s, value)?;
+            verdict(r, max_out, |_| 0)
+        })
+    }
+
+    fn input(&self, what: &'static str, text: &str, limit: usize) -> Result<(), SandboxError> {
+        if text.len() > limit {
+            return Err(SandboxError::InputTooLarge { what, size: text.len(), limit });
+        }
+        Ok(())
+    }
+
+    fn schema(&self, s: SchemaRef<'_>) -> Result<(), SandboxError> {
+        self.input("the schema key", s.key, MAX_KEY_BYTES)?;
+        self.input("the schema", s.text, self.config().max_schema_bytes)
+    }
+}
+
+/// Checks what a guest returned against the error contract and the output
+/// cap; a breach is a fault (the instance is discarded).
+fn verdict<T>(
+    r: Result<T, Vec<v::Violation>>,
+    max_out: usize,
+    size_of: impl Fn(&T) -> usize,
+) -> Result<Verdict<T>, Fault> {
+    match r {
+        Ok(value) => {
+            let size = size_of(&value);
+            if size > max_out {
+                return Err(Fault::Refused(SandboxError::OutputTooLarge { size, limit: max_out }));
+            }
+            Ok(Ok(value))
+        }
+        Err(list) => {
+            if list.is_empty() {
+                return Err(Fault::Refused(SandboxError::Contract("an error with no violation".into())));
+            }
+            if list.len() > MAX_VIOLATIONS {
+                return Err(Fault::Refused(SandboxError::Contract(format!(
+                    "{} violations; at most {MAX_VIOLATIONS} are allowed",
+                    list.len()
+                ))));
+            }
+            let size: usize = list.iter().map(|v| v.pointer.len() + v.rule.len() + v.message.len()).sum();
+            if size > max_out {
+                return Err(Fault::Refused(SandboxError::OutputTooLarge { size, limit: max_out }));
+            }
+            Ok(Err(list.into_iter().map(Violation::from).collect()))
+        }
+    }
+}
+
+fn json_object_or_value(text: &str, what: &str) -> Result<(), Fault> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text)
+        .map(|_| ())
+        .map_err(|e| Fault::Refused(SandboxError::Contract(format!("{what} is not JSON: {e}"))))
+}

@@ -1,0 +1,118 @@
+//! The embedded default guest through the sandbox: the world's functions,
+//! the self-test suite, account scoping and instance reuse.
+
+use std::time::Instant;
+
+use warden_host::{
+    check_guest_with, DefinitionOptions, GuestSource, InteractionKind, Sandbox, SandboxConfig, SchemaRef,
+};
+
+const INPUT: &str = r#"{"type":"object","additionalProperties":false,"required":["q"],
+  "properties":{"q":{"type":"string","maxLength":8,"pattern":"^[a-z]+$"}}}"#;
+const OUTPUT: &str = r#"{"type":"object","additionalProperties":false,
+  "properties":{"name":{"type":"string","maxLength":10}}}"#;
+
+fn sandbox() -> Sandbox {
+    Sandbox::load(GuestSource::Default).expect("the default guest loads")
+}
+
+#[test]
+fn the_default_guest_passes_its_self_test() {
+    let report = check_guest_with(GuestSource::Default, SandboxConfig::default());
+    let failed: Vec<_> = report.self_test.iter().filter(|c| !c.passed).collect();
+    assert!(report.ok, "failed: {failed:#?}");
+    assert!(report.satisfies_world);
+    assert!(report.passed >= 20);
+}
+
+#[test]
+fn validate_prune_and_shape() {
+    let s = sandbox();
+    let input = SchemaRef { key: "cap_1@1/input", text: INPUT };
+    assert_eq!(s.validate_arguments("acct", input, r#"{"q":"abc"}"#).unwrap(), Ok(()));
+    let v = s.validate_arguments("acct", input, r#"{"q":"ABC","z":1}"#).unwrap().unwrap_err();
+    let rules: Vec<_> = v.iter().map(|v| (v.pointer.as_str(), v.rule.as_str())).collect();
+    assert_eq!(rules, vec![("/q", "pattern-mismatch"), ("/z", "property-not-allowed")]);
+
+    let output = SchemaRef { key: "cap_1@1/output", text: OUTPUT };
+    let pruned = s.prune_output("acct", output, r#"{"name":"x","secret_internal":1}"#).unwrap().unwrap();
+    assert_eq!(pruned, r#"{"name":"x"}"#);
+
+    let shaped = s.shape_interaction("acct", r#"{"type":"not_found"}"#).unwrap().unwrap();
+    assert_eq!(shaped.kind, InteractionKind::NotFound);
+    assert_eq!(shaped.assistant_text.as_deref(), Some("No hay una operación disponible para esta consulta."));
+}
+
+#[test]
+fn a_reused_key_with_a_new_schema_is_not_served_from_cache() {
+    let s = sandbox();
+    let a = SchemaRef { key: "same-key", text: INPUT };
+    assert!(s.validate_arguments("acct", a, r#"{"q":"abc"}"#).unwrap().is_ok());
+    let b = SchemaRef {
+        key: "same-key",
+        text: r#"{"type":"object","additionalProperties":false,"properties":{"n":{"type":"integer"}}}"#,
+    };
+    let v = s.validate_arguments("acct", b, r#"{"q":"abc"}"#).unwrap().unwrap_err();
+    assert_eq!(v[0].rule, "property-not-allowed");
+}
+
+#[test]
+fn instances_are_reused_per_account_and_never_across_accounts() {
+    let s = sandbox();
+    let input = SchemaRef { key: "k", text: INPUT };
+    s.validate_arguments("account-a", input, r#"{"q":"a"}"#).unwrap().unwrap();
+    let a_ids = s.idle_instance_ids("account-a");
+    assert_eq!(a_ids.len(), 1);
+    s.validate_arguments("account-b", input, r#"{"q":"a"}"#).unwrap().unwrap();
+    let b_ids = s.idle_instance_ids("account-b");
+    assert_eq!(b_ids.len(), 1);
+    assert_ne!(a_ids, b_ids, "account b must get its own instance");
+    s.validate_arguments("account-a", input, r#"{"q":"a"}"#).unwrap().unwrap();
+    assert_eq!(s.idle_instance_ids("account-a"), a_ids, "account a reuses its own instance");
+}
+
+#[test]
+fn instances_are_recycled_after_their_call_quota() {
+    let config = SandboxConfig { max_calls_per_instance: 3, ..SandboxConfig::default() };
+    let s = Sandbox::load_with(GuestSource::Default, config).unwrap();
+    let input = SchemaRef { key: "k", text: INPUT };
+    for _ in 0..7 {
+        s.validate_arguments("acct", input, r#"{"q":"a"}"#).unwrap().unwrap();
+    }
+    let stats = s.stats();
+    assert_eq!(stats.recycled, 2, "{stats:?}");
+}
+
+#[test]
+fn loopback_is_a_switch_of_the_host() {
+    let s = sandbox();
+    let def = serde_json::json!({
+        "name": "n", "description": "d", "method": "POST", "url": "http://127.0.0.1:9000/x",
+        "auth": {"type": "bearer", "credential_ref": "cred_abc"},
+        "input_schema": {"type": "object", "additionalProperties": false},
+        "output_schema": {"type": "object", "additionalProperties": false},
+        "side_effect": "read"
+    })
+    .to_string();
+    let prod = s.check_definition("acct", &def, DefinitionOptions::default()).unwrap().unwrap_err();
+    assert_eq!(prod[0].rule, "url-localhost");
+    let dev = s.check_definition("acct", &def, DefinitionOptions { allow_loopback_http: true }).unwrap();
+    assert_eq!(dev, Ok(()));
+}
+
+#[test]
+fn oversized_input_is_refused_before_the_guest() {
+    let s = sandbox();
+    let big = "x".repeat(s.config().max_schema_bytes + 1);
+    let e = s.validate_arguments("acct", SchemaRef { key: "k", text: INPUT }, &big).unwrap_err();
+    assert_eq!(e.code(), "INPUT_TOO_LARGE");
+    assert!(!e.is_guest_fault());
+}
+
+#[test]
+fn load_time_is_reported() {
+    let started = Instant::now();
+    let s = sandbox();
+    eprintln!("default guest: {:?} (compile {:.1} ms) total {:?}", s.info(), s.info().load_ms, started.elapsed());
+    assert!(s.info().imports.iter().all(|i| i.starts_with("wasi:")), "{:?}", s.info().imports);
+}
