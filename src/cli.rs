@@ -76,6 +76,31 @@ pub struct ServeArgs {
     /// Address and port to listen on.
     #[arg(long, env = "WARDEN_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// The policy sandbox: which guest judges capability definitions, arguments
+/// and endpoint results, and the development switch for loopback endpoints.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SandboxArgs {
+    /// A policy guest component (.wasm) built against wit/ to use instead of
+    /// the embedded default. It is checked against the world at start-up.
+    #[arg(long, env = "WARDEN_POLICY_GUEST")]
+    pub policy_guest: Option<PathBuf>,
+
+    /// Directory where compiled guests are cached so restarts skip the
+    /// compilation (seconds). It holds native code the server will run: it
+    /// must be writable by the service account only. Unset: compile at start.
+    #[arg(long, env = "WARDEN_GUEST_CACHE_DIR")]
+    pub guest_cache_dir: Option<PathBuf>,
+
+    /// DEVELOPMENT ONLY: let capability URLs be http:// or https:// on loopback
+    /// (localhost, 127.0.0.0/8, [::1]) so examples and tests run on one machine.
+    /// Off by default; announced loudly in the log when on.
+    #[arg(long, env = "WARDEN_DEV_ALLOW_LOOPBACK")]
+    pub dev_allow_loopback: bool,
 }
 
 /// The master key encrypts endpoint credentials and signing keys at rest.

@@ -8,6 +8,7 @@ pub mod api;
 pub mod cli;
 pub mod crypto;
 pub mod domain;
+pub mod sandbox;
 pub mod startup;
 pub mod store;
 pub mod telemetry;

@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use crate::api::{self, AppContext};
 use crate::cli::{DatabaseArgs, MasterKeyArgs, ServeArgs};
 use crate::crypto::master_key;
+use crate::sandbox::PolicySandbox;
 use crate::store::{DatabaseKind, Store};
 
 pub struct Application {
@@ -24,6 +25,8 @@ impl Application {
         // The key is checked before touching the database, so a misconfigured
         // PostgreSQL replica fails fast with a clear message.
         let keyring = master_key::resolve_keyring(master_key, &kind)?;
+        // The guest is loaded before the database so a bad guest fails fast.
+        let sandbox = PolicySandbox::load(&serve.sandbox)?;
         let store = Store::connect(&database.database_url)
             .await
             .with_context(|| format!("cannot open the {} database", backend_label(&kind)))?;
@@ -31,6 +34,7 @@ impl Application {
             store: store.clone(),
             environment: database.environment.clone(),
             keyring,
+            sandbox,
         });
         let listener = TcpListener::bind(serve.listen)
             .await

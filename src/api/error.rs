@@ -36,6 +36,15 @@ pub enum ApiError {
     PolicyEmpty,
     #[error("the request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    /// Rule violations of a submitted document, each with its location.
+    #[error("{message}")]
+    Violations { message: String, violations: Vec<serde_json::Value> },
+    #[error("{0}")]
+    Conflict(String),
+    #[error("the Idempotency-Key was already used with a different request")]
+    IdempotencyKeyReused,
+    #[error("the policy sandbox failed")]
+    Sandbox(#[source] anyhow::Error),
     #[error("the service is temporarily unavailable")]
     Unavailable(#[source] StoreError),
     #[error("internal error")]
@@ -48,6 +57,8 @@ pub struct ErrorInfo {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Located rule violations, rendered as a `violations` array.
+    pub violations: Option<Vec<serde_json::Value>>,
 }
 
 /// Codes whose flat body holds the code in both fields (contract section 7);
@@ -65,10 +76,18 @@ impl ApiError {
             ApiError::PolicyInvalid(_) => (StatusCode::BAD_REQUEST, "POLICY_INVALID"),
             ApiError::PolicyEmpty => (StatusCode::BAD_REQUEST, "POLICY_EMPTY"),
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
+            ApiError::Violations { .. } => (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "CONFLICT"),
+            ApiError::IdempotencyKeyReused => (StatusCode::CONFLICT, "IDEMPOTENCY_KEY_REUSED"),
+            ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
         };
-        ErrorInfo { status, code, message: self.to_string() }
+        let violations = match self {
+            ApiError::Violations { violations, .. } => Some(violations.clone()),
+            _ => None,
+        };
+        ErrorInfo { status, code, message: self.to_string(), violations }
     }
 }
 
@@ -82,6 +101,15 @@ impl From<StoreError> for ApiError {
                 ApiError::Unavailable(err)
             }
             _ => ApiError::Internal(err.into()),
+        }
+    }
+}
+
+impl From<crate::sandbox::SandboxError> for ApiError {
+    fn from(err: crate::sandbox::SandboxError) -> Self {
+        match err {
+            crate::sandbox::SandboxError::InputTooLarge { limit, .. } => ApiError::PayloadTooLarge { limit },
+            fault => ApiError::Sandbox(anyhow::anyhow!("{} ({})", fault, fault.code())),
         }
     }
 }
@@ -155,7 +183,7 @@ fn framework_error(status: StatusCode) -> ErrorInfo {
         s if s.is_server_error() => ("INTERNAL_ERROR", "internal error"),
         _ => ("BAD_REQUEST", "bad request"),
     };
-    ErrorInfo { status, code, message: message.to_owned() }
+    ErrorInfo { status, code, message: message.to_owned(), violations: None }
 }
 
 fn render(info: &ErrorInfo, shape: ErrorShape) -> (StatusCode, serde_json::Value, Option<HeaderValue>) {
@@ -164,7 +192,13 @@ fn render(info: &ErrorInfo, shape: ErrorShape) -> (StatusCode, serde_json::Value
             let detail = HeaderValue::from_str(&sanitize_header(&info.message)).ok();
             (info.status, json!({"error": info.code, "code": info.code}), detail)
         }
-        ErrorShape::Flat => (info.status, json!({"error": info.message, "code": info.code}), None),
+        ErrorShape::Flat => {
+            let mut body = json!({"error": info.message, "code": info.code});
+            if let Some(violations) = &info.violations {
+                body["violations"] = serde_json::Value::Array(violations.clone());
+            }
+            (info.status, body, None)
+        }
         ErrorShape::Nested => {
             // The channel and prompt integrations name these differently (section 7).
             let (status, code) = match info.code {

@@ -3,14 +3,16 @@
 
 use axum::Router;
 use axum::middleware::from_fn;
-use axum::routing::{get, put};
+use axum::routing::{get, post, put};
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::crypto::master_key::Keyring;
+use crate::sandbox::PolicySandbox;
 use crate::store::Store;
 
 pub mod auth;
+pub mod capabilities;
 pub mod credentials;
 pub mod diagnostics;
 pub mod error;
@@ -26,6 +28,8 @@ pub struct AppContext {
     pub environment: String,
     /// Seals and opens stored secrets.
     pub keyring: Keyring,
+    /// The policy guest: judges definitions, arguments and results.
+    pub sandbox: PolicySandbox,
 }
 
 pub type AppState = Arc<AppContext>;
@@ -39,6 +43,11 @@ pub fn router(state: AppState) -> Router {
             "/v1/capability-credentials/{credential_ref}",
             put(credentials::put_credential).delete(credentials::delete_credential),
         )
+        .route("/v1/capabilities", get(capabilities::list_capabilities).post(capabilities::create_capability))
+        .route("/v1/capabilities/import", post(capabilities::import_capabilities))
+        .route("/v1/capabilities/{capability_id}", get(capabilities::get_capability).patch(capabilities::revise_capability))
+        .route("/v1/capabilities/{capability_id}/enable", post(capabilities::enable_capability))
+        .route("/v1/capabilities/{capability_id}/disable", post(capabilities::disable_capability))
         .fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(CatchPanicLayer::new())
         .layer(from_fn(error::shape_errors))

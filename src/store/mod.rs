@@ -16,8 +16,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 pub mod accounts;
+pub mod capabilities;
 pub mod credentials;
 pub mod diagnostics;
+pub mod idempotency;
 pub mod policy;
 
 /// Runs `$body` with `$pool` bound to the concrete pool of `$store`.

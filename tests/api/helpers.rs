@@ -152,6 +152,14 @@ impl Drop for TestDb {
     }
 }
 
+/// One compiled-guest cache for the whole test run: compiling the guest
+/// takes seconds in a debug build, loading the cached form milliseconds.
+pub fn guest_cache_dir() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest-cache");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// The server, running in-process on a random port.
 pub struct TestApp {
     pub address: String,
@@ -167,7 +175,14 @@ impl TestApp {
     }
 
     pub async fn spawn_on(db: TestDb) -> Self {
-        let serve = ServeArgs { listen: "127.0.0.1:0".parse().unwrap() };
+        let serve = ServeArgs {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            sandbox: warden::cli::SandboxArgs {
+                policy_guest: None,
+                guest_cache_dir: Some(guest_cache_dir()),
+                dev_allow_loopback: true,
+            },
+        };
         let keys = MasterKeyArgs { master_key: Some(MASTER_KEY.into()), ..Default::default() };
         let app = Application::build(&db.database_args(), &keys, &serve).await.expect("application builds");
         let address = format!("http://{}", app.local_addr());
@@ -287,6 +302,7 @@ pub fn warden_command(db: &TestDb) -> tokio::process::Command {
         .env("WARDEN_ENVIRONMENT", ENVIRONMENT)
         .env("WARDEN_LOG_FORMAT", "json")
         .env("WARDEN_LOG", "info")
+        .env("WARDEN_GUEST_CACHE_DIR", guest_cache_dir())
         .current_dir(db.dir());
     command
 }

@@ -1,0 +1,250 @@
+//! Capabilities and their revision history. Publishing is one transaction
+//! (every capability of an import, its first revision and the idempotency
+//! record, or nothing); revisions and state transitions are compare-and-set
+//! on the current revision, so two writers with one `If-Match` cannot both win.
+
+use super::idempotency::{Completion, complete_in_tx};
+use super::{Store, StoreError, StoreResult, on_pool};
+use crate::clock::now_millis;
+use crate::domain::capability::{CapabilityId, LifecycleStatus};
+use crate::store::accounts::AccountId;
+
+/// A capability about to be published (its definition already validated).
+pub struct NewCapability {
+    pub id: CapabilityId,
+    pub name: String,
+    pub definition: String,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct CapabilityRow {
+    pub id: String,
+    pub name: String,
+    pub domain: String,
+    pub lifecycle_status: String,
+    pub revision: i64,
+    pub definition: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RevisionRow {
+    pub revision: i64,
+    pub change: String,
+    pub lifecycle_status: String,
+    pub created_at: i64,
+}
+
+/// Why a revision-guarded write did not happen.
+#[derive(Debug, PartialEq, Eq)]
+pub enum GuardedWriteError {
+    NotFound,
+    StaleRevision { current: i64 },
+    AlreadyInState,
+    NameTaken,
+}
+
+const COLUMNS: &str = "id, name, domain, lifecycle_status, revision, definition, created_at, updated_at";
+
+/// The outcome of a guarded write: the row as written, or why not.
+pub type Guarded = Result<CapabilityRow, GuardedWriteError>;
+
+impl Store {
+    /// Publishes every capability as `active` at revision 1, and completes the
+    /// idempotency claim, in one transaction. A name already used by the
+    /// account is `AlreadyExists`; a lost claim is `NotFound`.
+    pub async fn publish_capabilities(
+        &self,
+        account: &AccountId,
+        domain: &str,
+        capabilities: &[NewCapability],
+        completion: &Completion<'_>,
+    ) -> StoreResult<()> {
+        let now = now_millis();
+        let begin = self.write_transaction_statement();
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            for cap in capabilities {
+                sqlx::query(
+                    "INSERT INTO capabilities (id, account_id, name, domain, lifecycle_status, revision, definition, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7)",
+                )
+                .bind(cap.id.as_str())
+                .bind(account.0)
+                .bind(&cap.name)
+                .bind(domain)
+                .bind(LifecycleStatus::Active.as_str())
+                .bind(&cap.definition)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::from_insert)?;
+                insert_revision!(tx, cap.id.as_str(), 1i64, "created", LifecycleStatus::Active.as_str(), domain, &cap.definition, now)?;
+            }
+            if !complete_in_tx!(tx, account, completion)? {
+                return Err(StoreError::NotFound);
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    /// Names among `names` already used by another of the account's capabilities.
+    pub async fn capability_names_in_use(
+        &self,
+        account: &AccountId,
+        names: &[&str],
+        except: Option<&CapabilityId>,
+    ) -> StoreResult<Vec<String>> {
+        let rows: Vec<(String, String)> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT id, name FROM capabilities WHERE account_id = $1")
+                .bind(account.0)
+                .fetch_all(pool)
+                .await
+        })?;
+        Ok(rows
+            .into_iter()
+            .filter(|(id, name)| except.is_none_or(|e| e.as_str() != id) && names.contains(&name.as_str()))
+            .map(|(_, name)| name)
+            .collect())
+    }
+
+    pub async fn list_capabilities(&self, account: &AccountId) -> StoreResult<Vec<CapabilityRow>> {
+        let sql = format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 ORDER BY created_at, id");
+        Ok(on_pool!(self, pool => sqlx::query_as(&sql).bind(account.0).fetch_all(pool).await)?)
+    }
+
+    pub async fn get_capability(&self, account: &AccountId, id: &CapabilityId) -> StoreResult<Option<CapabilityRow>> {
+        let sql = format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
+        Ok(on_pool!(self, pool => sqlx::query_as(&sql).bind(account.0).bind(id.as_str()).fetch_optional(pool).await)?)
+    }
+
+    /// The revision history, oldest first (the caller checked ownership).
+    pub async fn capability_history(&self, id: &CapabilityId) -> StoreResult<Vec<RevisionRow>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT revision, change, lifecycle_status, created_at FROM capability_revisions \
+                 WHERE capability_id = $1 ORDER BY revision",
+            )
+            .bind(id.as_str())
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    /// Replaces the definition if the current revision is `expected`; keeps the state.
+    pub async fn revise_capability(
+        &self,
+        account: &AccountId,
+        id: &CapabilityId,
+        expected: i64,
+        domain: &str,
+        name: &str,
+        definition: &str,
+    ) -> StoreResult<Guarded> {
+        let now = now_millis();
+        let begin = self.write_transaction_statement();
+        let update = format!(
+            "UPDATE capabilities SET name = $4, domain = $5, definition = $6, revision = revision + 1, updated_at = $7 \
+             WHERE account_id = $1 AND id = $2 AND revision = $3 RETURNING {COLUMNS}"
+        );
+        let select = format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            let updated: Option<CapabilityRow> = match sqlx::query_as(&update)
+                .bind(account.0).bind(id.as_str()).bind(expected).bind(name).bind(domain).bind(definition).bind(now)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(StoreError::from_insert)
+            {
+                Ok(row) => row,
+                Err(StoreError::AlreadyExists) => return Ok(Err(GuardedWriteError::NameTaken)),
+                Err(err) => return Err(err),
+            };
+            let Some(row) = updated else {
+                let current: Option<CapabilityRow> = sqlx::query_as(&select).bind(account.0).bind(id.as_str()).fetch_optional(&mut *tx).await?;
+                return Ok(Err(match current {
+                    None => GuardedWriteError::NotFound,
+                    Some(row) => GuardedWriteError::StaleRevision { current: row.revision },
+                }));
+            };
+            insert_revision!(tx, id.as_str(), row.revision, "revised", &row.lifecycle_status, domain, definition, now)?;
+            tx.commit().await?;
+            Ok(Ok(row))
+        })
+    }
+
+    /// Moves the capability to `target` if the current revision is `expected`.
+    pub async fn transition_capability(
+        &self,
+        account: &AccountId,
+        id: &CapabilityId,
+        expected: i64,
+        target: LifecycleStatus,
+    ) -> StoreResult<Guarded> {
+        let now = now_millis();
+        let begin = self.write_transaction_statement();
+        let update = format!(
+            "UPDATE capabilities SET lifecycle_status = $4, revision = revision + 1, updated_at = $5 \
+             WHERE account_id = $1 AND id = $2 AND revision = $3 AND lifecycle_status <> $4 RETURNING {COLUMNS}"
+        );
+        let select = format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
+        let change = match target {
+            LifecycleStatus::Active => "enabled",
+            LifecycleStatus::Disabled => "disabled",
+        };
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            let updated: Option<CapabilityRow> = sqlx::query_as(&update)
+                .bind(account.0).bind(id.as_str()).bind(expected).bind(target.as_str()).bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(row) = updated else {
+                let current: Option<CapabilityRow> = sqlx::query_as(&select).bind(account.0).bind(id.as_str()).fetch_optional(&mut *tx).await?;
+                return Ok(Err(match current {
+                    None => GuardedWriteError::NotFound,
+                    Some(row) if row.revision != expected => GuardedWriteError::StaleRevision { current: row.revision },
+                    Some(_) => GuardedWriteError::AlreadyInState,
+                }));
+            };
+            insert_revision!(tx, id.as_str(), row.revision, change, target.as_str(), &row.domain, &row.definition, now)?;
+            tx.commit().await?;
+            Ok(Ok(row))
+        })
+    }
+
+    /// Counts the account's capabilities and revision rows (tests, diagnostics).
+    pub async fn count_capability_rows(&self, account: &AccountId) -> StoreResult<(i64, i64)> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT (SELECT COUNT(*) FROM capabilities WHERE account_id = $1), \
+                 (SELECT COUNT(*) FROM capability_revisions r JOIN capabilities c ON c.id = r.capability_id WHERE c.account_id = $1)",
+            )
+            .bind(account.0)
+            .fetch_one(pool)
+            .await
+        })?)
+    }
+}
+
+/// Appends one row to the revision history inside the caller's transaction.
+macro_rules! insert_revision {
+    ($tx:expr, $id:expr, $revision:expr, $change:expr, $status:expr, $domain:expr, $definition:expr, $now:expr) => {
+        sqlx::query(
+            "INSERT INTO capability_revisions (capability_id, revision, change, lifecycle_status, domain, definition, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind($id)
+        .bind($revision)
+        .bind($change)
+        .bind($status)
+        .bind($domain)
+        .bind($definition)
+        .bind($now)
+        .execute(&mut *$tx)
+        .await
+        .map(|_| ())
+    };
+}
+use insert_revision;
