@@ -99,7 +99,7 @@ pub struct SandboxArgs {
     /// DEVELOPMENT ONLY: let capability URLs be http:// or https:// on loopback
     /// (localhost, 127.0.0.0/8, [::1]) so examples and tests run on one machine.
     /// Off by default; announced loudly in the log when on.
-    #[arg(long, env = "WARDEN_DEV_ALLOW_LOOPBACK")]
+    #[arg(long, env = "WARDEN_DEV_ALLOW_LOOPBACK", value_parser = clap::builder::FalseyValueParser::new())]
     pub dev_allow_loopback: bool,
 }
 

@@ -174,13 +174,24 @@ impl TestApp {
         Self::spawn_on(TestDb::new(backend).await).await
     }
 
+    /// A server as deployed: the loopback development switch is off.
+    pub async fn spawn_strict(backend: Backend) -> Self {
+        Self::spawn_with(TestDb::new(backend).await, false).await
+    }
+
+    /// A server with the loopback development switch on, so capabilities can
+    /// call endpoints the test runs on 127.0.0.1.
     pub async fn spawn_on(db: TestDb) -> Self {
+        Self::spawn_with(db, true).await
+    }
+
+    async fn spawn_with(db: TestDb, dev_allow_loopback: bool) -> Self {
         let serve = ServeArgs {
             listen: "127.0.0.1:0".parse().unwrap(),
             sandbox: warden::cli::SandboxArgs {
                 policy_guest: None,
                 guest_cache_dir: Some(guest_cache_dir()),
-                dev_allow_loopback: true,
+                dev_allow_loopback,
             },
         };
         let keys = MasterKeyArgs { master_key: Some(MASTER_KEY.into()), ..Default::default() };
@@ -277,7 +288,7 @@ impl ServerProcess {
                     return event["address"].as_str().unwrap().to_owned();
                 }
             }
-            panic!("warden exited before listening");
+            panic!("warden exited before listening:\n{}", logs.lock().unwrap().join("\n"));
         })
         .await
         .expect("warden starts listening within 60 s");

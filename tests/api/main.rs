@@ -6,6 +6,9 @@ mod helpers;
 
 mod admin_cli;
 mod auth;
+mod capabilities;
+mod capability_rules;
+mod fixtures;
 mod crash;
 mod credentials;
 mod diagnostics;
