@@ -4,7 +4,7 @@
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::cli::{AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, MasterKeyCommand};
+use crate::cli::{AccountCommand, AdminCommand, DatabaseArgs, GuestCommand, KeyCommand, MasterKeyArgs, MasterKeyCommand};
 use crate::crypto::{api_key, master_key};
 use crate::store::{DatabaseKind, Store, StoreError};
 use crate::vault;
@@ -12,6 +12,9 @@ use crate::vault;
 pub const MAX_ACCOUNT_NAME_CHARS: usize = 64;
 
 pub async fn run(database: DatabaseArgs, master_key: MasterKeyArgs, command: AdminCommand) -> anyhow::Result<()> {
+    if let AdminCommand::Guest(GuestCommand::Check { path }) = &command {
+        return check_guest(path).await;
+    }
     let store = Store::connect(&database.database_url).await.context("cannot open the database")?;
     let outcome = execute(&store, &database, &master_key, command).await;
     store.close().await;
@@ -53,6 +56,10 @@ pub async fn execute(
             Err(StoreError::NotFound) => bail!("no API key with id {key_id:?}"),
             Err(err) => Err(err.into()),
         },
+        AdminCommand::Guest(GuestCommand::Check { path }) => {
+            let report = tokio::task::spawn_blocking(move || warden_host::check_guest(&path)).await?;
+            Ok(serde_json::to_value(report)?)
+        }
         AdminCommand::MasterKey(MasterKeyCommand::Rotate) => {
             let keyring = master_key::resolve_keyring(master_key, &DatabaseKind::of_url(&database.database_url)?)?;
             let counts = vault::rotate_master_key(store, &keyring).await.context("rotation aborted, nothing changed")?;
@@ -61,6 +68,20 @@ pub async fn execute(
             Ok(json!({"master_key_id": id, "resealed": counts.resealed, "already_current": counts.already_current}))
         }
     }
+}
+
+/// Prints the report whatever it says; fails (exit 1) when the guest would be refused.
+async fn check_guest(path: &std::path::Path) -> anyhow::Result<()> {
+    let path = path.to_path_buf();
+    let report = tokio::task::spawn_blocking(move || warden_host::check_guest(&path)).await?;
+    println!("{}", serde_json::to_string(&report)?);
+    if !report.ok {
+        bail!(
+            "the guest is not deployable: {}",
+            report.load_error.clone().unwrap_or_else(|| format!("{} required self-test case(s) failed", report.failed_required))
+        );
+    }
+    Ok(())
 }
 
 fn check_account_name(name: &str) -> anyhow::Result<()> {

@@ -132,6 +132,18 @@ pub enum AdminCommand {
     /// Manage the master key that seals stored secrets.
     #[command(subcommand, name = "master-key")]
     MasterKey(MasterKeyCommand),
+    /// Try a policy guest component before deploying it.
+    #[command(subcommand)]
+    Guest(GuestCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GuestCommand {
+    /// Load a component, report whether it satisfies the `warden:policy` world
+    /// and run the built-in self-test suite against it. Prints the report;
+    /// exits non-zero when the guest would be refused or fails a required case.
+    /// Needs no database.
+    Check { path: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
