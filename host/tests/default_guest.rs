@@ -116,3 +116,49 @@ fn load_time_is_reported() {
     eprintln!("default guest: {:?} (compile {:.1} ms) total {:?}", s.info(), s.info().load_ms, started.elapsed());
     assert!(s.info().imports.iter().all(|i| i.starts_with("wasi:")), "{:?}", s.info().imports);
 }
+
+#[test]
+fn a_precompiled_cache_makes_the_next_start_fast() {
+    let dir = std::env::temp_dir().join(format!("warden-host-cache-test-{}", std::process::id()));
+    let config = SandboxConfig { cache_dir: Some(dir.clone()), ..SandboxConfig::default() };
+    let first = Sandbox::load_with(GuestSource::Default, config.clone()).unwrap();
+    assert!(!first.info().from_cache);
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let second = Sandbox::load_with(GuestSource::Default, config.clone()).unwrap();
+    assert!(second.info().from_cache);
+    assert!(second.info().load_ms < first.info().load_ms / 5.0, "{} vs {}", second.info().load_ms, first.info().load_ms);
+    let input = SchemaRef { key: "k", text: INPUT };
+    assert_eq!(second.validate_arguments("acct", input, r#"{"q":"abc"}"#).unwrap(), Ok(()));
+    // A corrupt cache file is replaced, not trusted. (Drop the sandboxes
+    // first: their code is mapped from that file, which the cache itself
+    // only ever replaces by rename, never rewrites in place.)
+    drop((first, second));
+    let file = dir.join(&files[0]);
+    std::fs::write(&file, b"garbage").unwrap();
+    let third = Sandbox::load_with(GuestSource::Default, config).unwrap();
+    assert!(!third.info().from_cache);
+    assert_eq!(third.validate_arguments("acct", input, r#"{"q":"abc"}"#).unwrap(), Ok(()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn concurrent_calls_of_one_account_each_get_their_own_instance() {
+    let s = sandbox();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    let input = SchemaRef { key: "k", text: INPUT };
+                    assert_eq!(s.validate_arguments("shared", input, r#"{"q":"abc"}"#).unwrap(), Ok(()));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(s.idle_instance_ids("shared").len() <= s.config().max_idle_per_account);
+    assert_eq!(s.stats().discarded_after_fault, 0);
+}
