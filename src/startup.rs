@@ -52,9 +52,25 @@ impl Application {
 
     /// Serves until `shutdown` resolves, then lets in-flight requests finish.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-        axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await?;
+        let housekeeping = tokio::spawn(housekeeping(self.store.clone()));
+        let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
+        housekeeping.abort();
+        served?;
         self.store.close().await;
         Ok(())
+    }
+}
+
+/// Periodic clean-up that any replica may do: every statement is idempotent.
+async fn housekeeping(store: Store) {
+    let mut every_hour = tokio::time::interval(std::time::Duration::from_secs(3600));
+    loop {
+        every_hour.tick().await;
+        match store.purge_expired_idempotency_records().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(purged = n, "expired idempotency records purged"),
+            Err(err) => tracing::warn!(error = %err, "could not purge expired idempotency records"),
+        }
     }
 }
 

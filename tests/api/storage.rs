@@ -11,6 +11,28 @@ fn policy(text: &str) -> AgentPolicy {
 }
 
 both_backends! {
+    async fn idempotency_claims_expire_and_are_purged(backend: Backend) {
+        use warden::store::idempotency::Claim;
+        let db = TestDb::new(backend).await;
+        let store = warden::store::Store::connect(&db.url).await.unwrap();
+        let account = store.create_account("acme").await.unwrap();
+        assert_eq!(store.claim_idempotency_key(&account, "k1", "h1").await.unwrap(), Claim::Fresh);
+        assert_eq!(store.claim_idempotency_key(&account, "k1", "h1").await.unwrap(), Claim::InFlight);
+        assert_eq!(store.claim_idempotency_key(&account, "k1", "h2").await.unwrap(), Claim::KeyReused);
+        assert_eq!(store.claim_idempotency_key(&account, "k2", "h1").await.unwrap(), Claim::Fresh);
+        assert_eq!(store.purge_expired_idempotency_records().await.unwrap(), 0);
+        // Age both records past retention (and k1's claim past abandonment).
+        let age = "UPDATE idempotency_records SET expires_at = 0, created_at = 0";
+        match &store {
+            warden::store::Store::Sqlite(p) => { sqlx::query(age).execute(p).await.unwrap(); }
+            warden::store::Store::Postgres(p) => { sqlx::query(age).execute(p).await.unwrap(); }
+        }
+        assert_eq!(store.claim_idempotency_key(&account, "k1", "h2").await.unwrap(), Claim::Fresh, "an expired key is free again");
+        assert_eq!(store.purge_expired_idempotency_records().await.unwrap(), 1, "k2 purged; k1 is a fresh claim");
+        store.release_idempotency_key(&account, "k1").await.unwrap();
+        assert_eq!(store.count_idempotency_records(&account).await.unwrap(), 0);
+    }
+
     async fn account_names_are_unique(backend: Backend) {
         let db = TestDb::new(backend).await;
         let store = warden::store::Store::connect(&db.url).await.unwrap();
