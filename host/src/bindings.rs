@@ -5,6 +5,9 @@
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "guest",
+    // Records passed *to* the guest borrow the caller's strings (no copy on
+    // the host side before lowering into guest memory).
+    ownership: Borrowing { duplicate_if_necessary: true },
 });
 
 pub use exports::warden::policy::validator as v;
@@ -42,6 +45,6 @@ impl From<v::InteractionKind> for types::InteractionKind {
     }
 }
 
-pub fn schema_ref(x: types::SchemaRef<'_>) -> v::SchemaRef {
-    v::SchemaRef { key: x.key.to_string(), text: x.text.to_string() }
+pub fn schema_ref(x: types::SchemaRef<'_>) -> v::SchemaRef<'_> {
+    v::SchemaRef { key: x.key, text: x.text }
 }

@@ -253,7 +253,11 @@ impl Pool {
         let Ok(mut idle) = self.idle.lock() else { return };
         idle.clock += 1;
         let clock = idle.clock;
-        let entry = idle.by_account.entry(account.to_string()).or_default();
+        // No allocation on the hot path: the account's entry usually exists.
+        if !idle.by_account.contains_key(account) {
+            idle.by_account.insert(account.to_string(), (clock, Vec::new()));
+        }
+        let Some(entry) = idle.by_account.get_mut(account) else { return };
         entry.0 = clock;
         if entry.1.len() >= self.config.max_idle_per_account {
             return; // dropped: enough idle instances for this account

@@ -103,7 +103,7 @@ impl Sandbox {
         let s = bindings::schema_ref(input_schema);
         let max_out = self.config().max_output_bytes;
         self.inner.pool.call(account, |store, g| {
-            let r = g.warden_policy_validator().call_validate_arguments(store, &s, arguments)?;
+            let r = g.warden_policy_validator().call_validate_arguments(store, s, arguments)?;
             verdict(r, max_out, |_| 0)
         })
     }
@@ -121,7 +121,7 @@ impl Sandbox {
         let s = bindings::schema_ref(output_schema);
         let max_out = self.config().max_output_bytes;
         self.inner.pool.call(account, |store, g| {
-            let r = g.warden_policy_validator().call_prune_output(store, &s, endpoint_result)?;
+            let r = g.warden_policy_validator().call_prune_output(store, s, endpoint_result)?;
             let out = verdict(r, max_out, String::len)?;
             if let Ok(text) = &out {
                 json_object_or_value(text, "prune-output")?;
@@ -187,7 +187,7 @@ impl Sandbox {
         let s = bindings::schema_ref(schema);
         let max_out = self.config().max_output_bytes;
         self.inner.pool.call(account, |store, g| {
-            let r = g.warden_policy_validator().call_validate_integration(store, &s, value)?;
+            let r = g.warden_policy_validator().call_validate_integration(store, s, value)?;
             verdict(r, max_out, |_| 0)
         })
     }

@@ -9,7 +9,8 @@
 //! Module map:
 //! - [`schema`]: the schema language of contract 2.6 (and the 2.13 subset):
 //!   checking a schema and compiling it into a [`schema::Schema`];
-//! - [`validate`]: validating and pruning JSON values with a compiled schema;
+//! - [`validate`]: validating and pruning JSON values with a compiled schema
+//!   (in one streaming pass over the text, `stream.rs`, for the hot path);
 //! - [`definition`]: the capability-definition rules of 2.5;
 //! - [`url`], [`secrets`], [`regex_guard`]: helpers of those rules;
 //! - [`interaction`]: the closed host-interaction result (2.3, rules 9 and 10);
@@ -21,6 +22,7 @@ pub mod interaction;
 pub mod regex_guard;
 pub mod schema;
 pub mod secrets;
+mod stream;
 pub mod url;
 pub mod validate;
 

@@ -6,6 +6,9 @@
 //! none, yields a [`Schema`] tree that [`crate::validate`] interprets. No
 //! meta-schema, no `$ref` resolution, no dynamic scopes.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
 use serde_json::{Map, Value};
 
 use crate::regex_guard;
@@ -130,14 +133,55 @@ pub struct Node {
     pub any_of: Vec<Node>,
     pub one_of: Vec<Node>,
     pub not: Option<Box<Node>>,
+    /// Name -> index into `properties`, built only for large objects.
+    index: Option<HashMap<String, usize, BuildHasherDefault<Fnv>>>,
 }
 
+/// Objects with more properties than this get a hash index; smaller ones
+/// are scanned (comparing lengths first), which is faster for few keys.
+const SCAN_MAX: usize = 12;
+
 impl Node {
+    /// Index of the declared property `name` in `properties`.
+    pub fn lookup(&self, name: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(name).copied(),
+            None => {
+                let b = name.as_bytes();
+                self.properties.iter().position(|(k, _)| k.len() == b.len() && k.as_bytes() == b)
+            }
+        }
+    }
+
     pub fn property(&self, name: &str) -> Option<&Node> {
-        self.properties
-            .binary_search_by(|(k, _)| k.as_str().cmp(name))
-            .ok()
-            .map(|i| &self.properties[i].1)
+        self.lookup(name).map(|i| &self.properties[i].1)
+    }
+
+    fn build_index(&mut self) {
+        if self.properties.len() > SCAN_MAX {
+            self.index = Some(self.properties.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect());
+        }
+    }
+}
+
+/// FNV-1a: a fixed, seedless hasher. (std's default hasher asks the host
+/// for a random seed, and the sandbox gives a guest none. Property names
+/// come from the schema author, who gains nothing from collisions.)
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
     }
 }
 
@@ -287,6 +331,7 @@ impl Compiler<'_> {
                         node.properties.push((name.clone(), child));
                     }
                     node.properties.sort_by(|a, b| a.0.cmp(&b.0));
+                    node.build_index();
                 }
                 None => self.out.push(&at.key("properties"), "keyword-value-invalid",
                     "properties must be an object of schemas"),

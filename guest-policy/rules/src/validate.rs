@@ -5,18 +5,44 @@ use serde_json::{Map, Value};
 use crate::schema::{types, Node, Schema};
 use crate::violation::{Pointer, Violation, Violations};
 
+/// Where a value sits, as a chain of borrowed segments: built for free while
+/// walking, rendered to a JSON pointer only when a violation is reported.
+#[derive(Clone, Copy)]
+pub(crate) enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl<'a> Path<'a> {
+    pub(crate) fn key(&'a self, k: &'a str) -> Path<'a> {
+        Path::Key(self, k)
+    }
+
+    pub(crate) fn index(&'a self, i: usize) -> Path<'a> {
+        Path::Index(self, i)
+    }
+
+    pub(crate) fn render(&self) -> String {
+        match self {
+            Path::Root => String::new(),
+            Path::Key(parent, k) => Pointer::parse(&parent.render()).key(k).as_str().to_string(),
+            Path::Index(parent, i) => format!("{}/{i}", parent.render()),
+        }
+    }
+}
+
 impl Schema {
     /// Validates a parsed value. Violations point into the value.
     pub fn validate(&self, value: &Value) -> Result<(), Vec<Violation>> {
         let mut out = Violations::new();
-        check(&self.root, value, &Pointer::root(), &mut Sink::Report(&mut out));
+        check(&self.root, value, &Path::Root, &mut Sink::Report(&mut out));
         out.finish(())
     }
 
-    /// Parses and validates JSON text.
+    /// Validates JSON text in one pass (see `stream.rs`).
     pub fn validate_text(&self, text: &str) -> Result<(), Vec<Violation>> {
-        let value = crate::parse_json(text)?;
-        self.validate(&value)
+        crate::stream::run(self, text, false).map(|_| ())
     }
 
     /// Removes every property the schema does not declare (at any depth,
@@ -27,12 +53,24 @@ impl Schema {
         Ok(value)
     }
 
-    /// Parses, prunes and validates; returns compact JSON text.
+    /// Prunes and validates JSON text in one pass (see `stream.rs`);
+    /// returns compact JSON text.
     pub fn prune_text(&self, text: &str) -> Result<String, Vec<Violation>> {
-        let value = crate::parse_json(text)?;
-        let pruned = self.prune(value)?;
-        Ok(pruned.to_string())
+        crate::stream::run(self, text, true)
     }
+}
+
+/// Tree walker entry points for `stream.rs` (nodes it does not stream).
+pub(crate) fn prune_tree(node: &Node, value: &mut Value) {
+    prune(node, value)
+}
+
+pub(crate) fn check_tree(node: &Node, value: &Value, at: &Path<'_>, out: &mut Violations) {
+    check(node, value, at, &mut Sink::Report(out))
+}
+
+pub(crate) fn check_string_into(node: &Node, s: &str, at: &Path<'_>, out: &mut Violations) {
+    check_string(node, s, at, &mut Sink::Report(out))
 }
 
 fn prune(node: &Node, value: &mut Value) {
@@ -64,9 +102,9 @@ enum Sink<'a> {
 }
 
 impl Sink<'_> {
-    fn fail(&mut self, at: &Pointer, rule: &str, message: impl FnOnce() -> String) {
+    fn fail(&mut self, at: &Path<'_>, rule: &str, message: impl FnOnce() -> String) {
         match self {
-            Sink::Report(out) => out.push(at, rule, message()),
+            Sink::Report(out) => out.push_at(at.render(), rule, message()),
             Sink::Probe(failed) => *failed = true,
         }
     }
@@ -80,7 +118,7 @@ impl Sink<'_> {
     }
 }
 
-fn passes(node: &Node, value: &Value, at: &Pointer) -> bool {
+fn passes(node: &Node, value: &Value, at: &Path<'_>) -> bool {
     let mut probe = Sink::Probe(false);
     check(node, value, at, &mut probe);
     matches!(probe, Sink::Probe(false))
@@ -103,7 +141,7 @@ fn type_of(value: &Value) -> u8 {
     }
 }
 
-fn type_names(t: u8) -> String {
+pub(crate) fn type_names(t: u8) -> String {
     let names = [
         (types::OBJECT, "object"),
         (types::ARRAY, "array"),
@@ -136,7 +174,7 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn check(node: &Node, value: &Value, at: &Pointer, sink: &mut Sink<'_>) {
+fn check(node: &Node, value: &Value, at: &Path<'_>, sink: &mut Sink<'_>) {
     if sink.done() {
         return;
     }
@@ -187,7 +225,7 @@ fn check(node: &Node, value: &Value, at: &Pointer, sink: &mut Sink<'_>) {
     }
 }
 
-fn check_string(node: &Node, s: &str, at: &Pointer, sink: &mut Sink<'_>) {
+fn check_string(node: &Node, s: &str, at: &Path<'_>, sink: &mut Sink<'_>) {
     // Lengths count Unicode code points; a byte count bounds them from above,
     // so the common case needs no scan.
     let mut chars: Option<usize> = None;
@@ -212,7 +250,7 @@ fn check_string(node: &Node, s: &str, at: &Pointer, sink: &mut Sink<'_>) {
     }
 }
 
-fn check_array(node: &Node, items: &[Value], at: &Pointer, sink: &mut Sink<'_>) {
+fn check_array(node: &Node, items: &[Value], at: &Path<'_>, sink: &mut Sink<'_>) {
     if let Some(max) = node.max_items {
         if items.len() as u64 > max {
             sink.fail(at, "array-too-long", || format!("must hold at most {max} items"));
@@ -234,7 +272,7 @@ fn check_array(node: &Node, items: &[Value], at: &Pointer, sink: &mut Sink<'_>) 
     }
 }
 
-fn check_object(node: &Node, map: &Map<String, Value>, at: &Pointer, sink: &mut Sink<'_>) {
+fn check_object(node: &Node, map: &Map<String, Value>, at: &Path<'_>, sink: &mut Sink<'_>) {
     for name in &node.required {
         if !map.contains_key(name) {
             sink.fail(&at.key(name), "required-missing", || format!("required property \"{name}\" is missing"));
@@ -259,12 +297,21 @@ mod tests {
     use crate::schema::{compile, Dialect};
     use serde_json::{json, Value};
 
+    /// Validates through the tree walker and through the streaming pass,
+    /// asserts they agree (as sets), and returns the tree walker's list.
     fn errs(schema: Value, value: Value) -> Vec<(String, String)> {
         let s = compile(Dialect::Input, &schema).expect("schema compiles");
-        match s.validate(&value) {
+        let pairs = |r: Result<(), Vec<crate::Violation>>| match r {
             Ok(()) => vec![],
-            Err(v) => v.into_iter().map(|v| (v.pointer, v.rule)).collect(),
-        }
+            Err(v) => v.into_iter().map(|v| (v.pointer, v.rule)).collect::<Vec<_>>(),
+        };
+        let tree = pairs(s.validate(&value));
+        let streamed = pairs(s.validate_text(&value.to_string()));
+        let (mut a, mut b) = (tree.clone(), streamed);
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "tree walker and streaming pass disagree");
+        tree
     }
 
     fn e(p: &str, r: &str) -> (String, String) {
@@ -336,6 +383,35 @@ mod tests {
         let err = out.prune(json!({"name": "far too long a name", "junk": 1})).unwrap_err();
         assert_eq!(err[0].rule, "string-too-long");
         assert_eq!(err.len(), 1);
+    }
+
+    #[test]
+    fn streaming_handles_what_the_tree_cannot_see() {
+        let s = compile(Dialect::Input, &schema()).unwrap();
+        // Duplicate members: a tree keeps the last; the stream refuses them.
+        assert_eq!(s.validate_text(r#"{"q":"ab","q":"cd"}"#).unwrap_err()[0].rule, "duplicate-key");
+        // Items past maxItems are not even parsed into values.
+        let many = format!("{{\"q\":\"ab\",\"tags\":[{}]}}", vec!["\"a\""; 10_000].join(","));
+        let v = s.validate_text(&many).unwrap_err();
+        assert_eq!((v[0].pointer.as_str(), v[0].rule.as_str()), ("/tags", "array-too-long"));
+        assert_eq!(v.len(), 1);
+        // Arrays and objects in every position, nested.
+        assert_eq!(errs(schema(), json!({"q": "ab", "tags": [[], {}], "k": ["a"], "n": {}})).len(), 4);
+        assert_eq!(errs(schema(), json!([1, 2, {"q": 1}])), vec![e("", "type-mismatch")]);
+    }
+
+    #[test]
+    fn streaming_prune_matches_pruning_a_parsed_value() {
+        let out = compile(Dialect::Output, &json!({"type": "object", "additionalProperties": false,
+            "properties": {"a": {"type": "array", "maxItems": 5, "items": {"type": "object", "additionalProperties": false,
+                "properties": {"x": {"type": ["integer", "null"]}, "y": {"type": "string", "maxLength": 9}}}},
+                "b": {"type": "string", "maxLength": 9}}})).unwrap();
+        let input = json!({"a": [{"x": 1, "z": {"deep": [1, 2]}}, {"y": "k\"q", "x": null}], "b": "s", "c": [1, {"d": 2}]});
+        let streamed: Value = serde_json::from_str(&out.prune_text(&input.to_string()).unwrap()).unwrap();
+        assert_eq!(streamed, out.prune(input).unwrap());
+        assert_eq!(streamed, json!({"a": [{"x": 1}, {"y": "k\"q", "x": null}], "b": "s"}));
+        assert_eq!(out.prune_text("{\"a\": [} ").unwrap_err()[0].rule, "invalid-json");
+        assert_eq!(out.prune_text("{} trailing").unwrap_err()[0].rule, "invalid-json");
     }
 
     #[test]
