@@ -152,6 +152,14 @@ fn main() {
     println!("guest loaded from the precompiled cache in {:.2} ms (from_cache = {})\n", t.elapsed().as_secs_f64() * 1e3, again.info().from_cache);
     let _ = std::fs::remove_dir_all(&cache_dir);
 
+    // The fixed cost of crossing the boundary: an empty closed object
+    // validated against an empty closed schema.
+    let empty = SchemaRef { key: "empty", text: r#"{"type":"object","additionalProperties":false}"# };
+    let s = measure(iters, |_| sandbox.validate_arguments("bench-empty", empty, "{}").unwrap().unwrap());
+    let native_empty = compile_text(Dialect::Input, empty.text).unwrap();
+    let n = measure(iters, |_| native_empty.validate_text("{}").unwrap());
+    println!("boundary: validate of {{}} against an empty schema: sandboxed p50 {} µs, native p50 {} µs\n", us(s.p50).trim(), us(n.p50).trim());
+
     println!("{:<7} {:<22} {:>9} {:>9} {:>9} {:>9} {:>8}", "schema", "operation", "sbx p50", "sbx p99", "nat p50", "nat p99", "ratio");
     println!("{:<7} {:<22} {:>9} {:>9} {:>9} {:>9} {:>8}", "", "", "(µs)", "(µs)", "(µs)", "(µs)", "p50");
     let mut verdicts = Vec::new();

@@ -275,6 +275,15 @@ impl Pool {
         self.idle.lock().map(|mut i| evict_lru(&mut i)).unwrap_or(false)
     }
 
+    /// Drops the idle instances of `account`.
+    pub fn forget(&self, account: &str) {
+        if let Ok(mut idle) = self.idle.lock() {
+            if let Some((_, list)) = idle.by_account.remove(account) {
+                idle.total -= list.len();
+            }
+        }
+    }
+
     /// The id of the instance an account's next call would reuse (tests).
     pub fn idle_ids(&self, account: &str) -> Vec<u64> {
         self.idle

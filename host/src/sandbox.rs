@@ -50,6 +50,7 @@ impl Sandbox {
             .pool
             .call("warden:load-probe", |_, _| Ok(()))
             .map_err(|e| LoadError::Link { name, reason: format!("the guest does not start: {e}") })?;
+        sandbox.inner.pool.forget("warden:load-probe");
         Ok(sandbox)
     }
 

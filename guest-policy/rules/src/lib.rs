@@ -12,13 +12,14 @@
 //! - [`validate`]: validating and pruning JSON values with a compiled schema
 //!   (in one streaming pass over the text, `stream.rs`, for the hot path);
 //! - [`definition`]: the capability-definition rules of 2.5;
-//! - [`url`], [`secrets`], [`regex_guard`]: helpers of those rules;
+//! - [`url`], [`secrets`], [`regex_guard`], [`pattern`]: helpers of those rules;
 //! - [`interaction`]: the closed host-interaction result (2.3, rules 9 and 10);
 //! - [`cache`]: compiled schemas kept by key, as a guest instance does.
 
 pub mod cache;
 pub mod definition;
 pub mod interaction;
+pub mod pattern;
 pub mod regex_guard;
 pub mod schema;
 pub mod secrets;

@@ -129,7 +129,7 @@ pub struct Node {
     pub maximum: Option<f64>,
     pub enumeration: Option<Vec<Value>>,
     pub constant: Option<Value>,
-    pub pattern: Option<regress::Regex>,
+    pub pattern: Option<crate::pattern::Pattern>,
     pub any_of: Vec<Node>,
     pub one_of: Vec<Node>,
     pub not: Option<Box<Node>>,
@@ -501,7 +501,7 @@ impl Compiler<'_> {
         at: &Pointer,
         is_string: bool,
         obj: &Map<String, Value>,
-    ) -> Option<regress::Regex> {
+    ) -> Option<crate::pattern::Pattern> {
         let Some(src) = p.as_str() else {
             self.out.push(at, "keyword-value-invalid", "pattern must be a string");
             return None;
@@ -519,7 +519,7 @@ impl Compiler<'_> {
             self.out.push(at, "pattern-too-long", format!("a pattern may be at most {} bytes", limits::MAX_PATTERN));
             return None;
         }
-        let compiled = match regress::Regex::with_flags(src, "u") {
+        let compiled = match crate::pattern::Pattern::new(src) {
             Ok(r) => Some(r),
             Err(e) => {
                 self.out.push(at, "pattern-invalid", format!("not a valid ECMAScript regular expression: {e}"));

@@ -244,7 +244,7 @@ fn check_string(node: &Node, s: &str, at: &Path<'_>, sink: &mut Sink<'_>) {
     }
     // The pattern runs only on strings within maxLength (bounded work).
     if let Some(re) = &node.pattern {
-        if length_ok && re.find(s).is_none() {
+        if length_ok && !re.is_match(s) {
             sink.fail(at, "pattern-mismatch", || "does not match the required pattern".to_string());
         }
     }
