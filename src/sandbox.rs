@@ -9,8 +9,8 @@
 use serde_json::Value;
 
 
-pub use warden_host::{SandboxError, Violation};
-use warden_host::{DefinitionOptions, GuestSource, Sandbox, SandboxConfig};
+pub use warden_host::{InteractionKind, SandboxError, ShapedInteraction, Violation};
+use warden_host::{DefinitionOptions, GuestSource, Sandbox, SandboxConfig, SchemaRef};
 
 use crate::cli::SandboxArgs;
 use crate::store::accounts::AccountId;
@@ -50,6 +50,56 @@ impl PolicySandbox {
     pub async fn check_definition(&self, account: &AccountId, definition: &Value) -> Result<Vec<Violation>, SandboxError> {
         let (sandbox, options, scope, text) = (self.sandbox.clone(), self.options, scope(account), definition.to_string());
         run_blocking(move || sandbox.check_definition(&scope, &text, options).map(violations_of)).await
+    }
+}
+
+impl PolicySandbox {
+    /// Arguments of a call against the capability's input schema. The cache
+    /// key names the capability revision, so a new revision recompiles.
+    pub async fn validate_arguments(
+        &self,
+        account: &AccountId,
+        schema_key: String,
+        input_schema: String,
+        arguments: String,
+    ) -> Result<Vec<Violation>, SandboxError> {
+        let (sandbox, scope) = (self.sandbox.clone(), scope(account));
+        run_blocking(move || {
+            let schema = SchemaRef { key: &schema_key, text: &input_schema };
+            sandbox.validate_arguments(&scope, schema, &arguments).map(violations_of)
+        })
+        .await
+    }
+
+    /// An endpoint result pruned to the output schema and validated.
+    pub async fn prune_output(
+        &self,
+        account: &AccountId,
+        schema_key: String,
+        output_schema: String,
+        result: String,
+    ) -> Result<Result<Value, Vec<Violation>>, SandboxError> {
+        let (sandbox, scope) = (self.sandbox.clone(), scope(account));
+        let pruned = run_blocking(move || {
+            let schema = SchemaRef { key: &schema_key, text: &output_schema };
+            sandbox.prune_output(&scope, schema, &result)
+        })
+        .await?;
+        Ok(match pruned {
+            Ok(text) => Ok(serde_json::from_str(&text)
+                .map_err(|e| SandboxError::Contract(format!("prune-output returned invalid JSON: {e}")))?),
+            Err(violations) => Err(violations),
+        })
+    }
+
+    /// A `host_interaction` result shaped into the closed interaction.
+    pub async fn shape_interaction(
+        &self,
+        account: &AccountId,
+        result: String,
+    ) -> Result<Result<ShapedInteraction, Vec<Violation>>, SandboxError> {
+        let (sandbox, scope) = (self.sandbox.clone(), scope(account));
+        run_blocking(move || sandbox.shape_interaction(&scope, &result)).await
     }
 }
 

@@ -17,6 +17,7 @@ pub struct Application {
     listener: TcpListener,
     router: axum::Router,
     store: Store,
+    context: crate::api::AppState,
 }
 
 impl Application {
@@ -39,7 +40,7 @@ impl Application {
         let listener = TcpListener::bind(serve.listen)
             .await
             .with_context(|| format!("cannot listen on {}", serve.listen))?;
-        Ok(Application { listener, router: api::router(state), store })
+        Ok(Application { listener, router: api::router(state.clone()), store, context: state })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -48,6 +49,11 @@ impl Application {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// What the handlers see (tests build executors from it).
+    pub fn context(&self) -> crate::api::AppState {
+        self.context.clone()
     }
 
     /// Serves until `shutdown` resolves, then lets in-flight requests finish.

@@ -203,13 +203,13 @@ fn summary(row: &CapabilityRow) -> Value {
     })
 }
 
-fn parse_id(raw: &str) -> Result<CapabilityId, ApiError> {
+pub(super) fn parse_id(raw: &str) -> Result<CapabilityId, ApiError> {
     CapabilityId::parse(raw).ok_or_else(|| ApiError::BadRequest("capabilityId must match ^cap_[a-z0-9]+$ (8 to 80 characters)".into()))
 }
 
 const NOT_FOUND: ApiError = ApiError::NotFound("no such capability");
 
-async fn owned(app: &AppState, account: &AccountId, id: &CapabilityId) -> Result<CapabilityRow, ApiError> {
+pub(super) async fn owned(app: &AppState, account: &AccountId, id: &CapabilityId) -> Result<CapabilityRow, ApiError> {
     app.store.get_capability(account, id).await?.ok_or(NOT_FOUND)
 }
 

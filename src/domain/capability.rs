@@ -199,3 +199,47 @@ mod tests {
         }
     }
 }
+
+/// What the executor reads from a published (guest-validated) definition.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct CapabilityDefinition {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub when_to_use: String,
+    pub method: String,
+    pub url: String,
+    pub auth: AuthSpec,
+    #[serde(default)]
+    pub safe_headers: std::collections::BTreeMap<String, String>,
+    pub input_schema: Value,
+    pub output_schema: Value,
+    #[serde(default)]
+    pub examples: Vec<Value>,
+    pub timeout_ms: Option<u64>,
+    pub retry_count: Option<u32>,
+    pub result_handling: Option<String>,
+    #[serde(default)]
+    pub context_bindings: Option<Value>,
+}
+
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct AuthSpec {
+    #[serde(rename = "type")]
+    pub auth_type: String,
+    pub credential_ref: String,
+}
+
+/// Used when a definition sets no `timeout_ms` (documented).
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+
+impl CapabilityDefinition {
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS))
+    }
+
+    pub fn is_host_interaction(&self) -> bool {
+        self.result_handling.as_deref() == Some("host_interaction")
+    }
+}

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 pub mod accounts;
 pub mod capabilities;
+pub mod capability_tests;
 pub mod credentials;
 pub mod diagnostics;
 pub mod idempotency;

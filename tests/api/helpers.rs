@@ -163,6 +163,7 @@ pub fn guest_cache_dir() -> std::path::PathBuf {
 /// The server, running in-process on a random port.
 pub struct TestApp {
     pub address: String,
+    pub context: warden::api::AppState,
     pub client: reqwest::Client,
     pub store: Store,
     shutdown: Option<oneshot::Sender<()>>,
@@ -198,11 +199,12 @@ impl TestApp {
         let app = Application::build(&db.database_args(), &keys, &serve).await.expect("application builds");
         let address = format!("http://{}", app.local_addr());
         let store = app.store().clone();
+        let context = app.context();
         let (tx, rx) = oneshot::channel();
         tokio::spawn(app.run(async {
             let _ = rx.await;
         }));
-        TestApp { address, client: reqwest::Client::new(), store, shutdown: Some(tx), db }
+        TestApp { address, context, client: reqwest::Client::new(), store, shutdown: Some(tx), db }
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,0 +1,56 @@
+//! Contract-test records: the sanitized outcome of each test run.
+
+use super::{Store, StoreResult, on_pool};
+use crate::store::accounts::AccountId;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TestRecord {
+    pub id: String,
+    pub capability_id: String,
+    pub revision: i64,
+    pub status: String,
+    pub reason: Option<String>,
+    pub http_status: Option<i64>,
+    pub attempts: i64,
+    pub duration_ms: i64,
+    pub created_at: i64,
+}
+
+impl Store {
+    pub async fn insert_test_record(&self, account: &AccountId, record: &TestRecord) -> StoreResult<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO capability_tests (id, account_id, capability_id, revision, status, reason, http_status, \
+                 attempts, duration_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(&record.id)
+            .bind(account.0)
+            .bind(&record.capability_id)
+            .bind(record.revision)
+            .bind(&record.status)
+            .bind(&record.reason)
+            .bind(record.http_status)
+            .bind(record.attempts)
+            .bind(record.duration_ms)
+            .bind(record.created_at)
+            .execute(pool)
+            .await
+            .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// The account's test records of one capability, newest first.
+    pub async fn list_test_records(&self, account: &AccountId, capability_id: &str) -> StoreResult<Vec<TestRecord>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, capability_id, revision, status, reason, http_status, attempts, duration_ms, created_at \
+                 FROM capability_tests WHERE account_id = $1 AND capability_id = $2 ORDER BY created_at DESC, id DESC",
+            )
+            .bind(account.0)
+            .bind(capability_id)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+}
