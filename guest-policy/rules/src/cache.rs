@@ -41,13 +41,12 @@ impl SchemaCache {
     /// that does not compile is not cached; its violations are returned.
     pub fn get(&mut self, dialect: Dialect, key: &str, text: &str) -> Result<Rc<Schema>, Vec<Violation>> {
         self.clock += 1;
-        if let Some(e) = self.entries.get_mut(key) {
-            if e.dialect == dialect && e.text == text {
+        if let Some(e) = self.entries.get_mut(key)
+            && e.dialect == dialect && e.text == text {
                 e.stamp = self.clock;
                 self.hits += 1;
                 return Ok(e.schema.clone());
             }
-        }
         self.misses += 1;
         let schema = Rc::new(compile_text(dialect, text)?);
         if let Some(old) = self.entries.remove(key) {
@@ -57,11 +56,10 @@ impl SchemaCache {
             && (self.entries.len() >= MAX_ENTRIES || self.bytes + text.len() > MAX_TEXT_BYTES)
         {
             let oldest = self.entries.iter().min_by_key(|(_, e)| e.stamp).map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                if let Some(e) = self.entries.remove(&k) {
+            if let Some(k) = oldest
+                && let Some(e) = self.entries.remove(&k) {
                     self.bytes -= e.text.len();
                 }
-            }
         }
         if text.len() <= MAX_TEXT_BYTES {
             self.bytes += text.len();

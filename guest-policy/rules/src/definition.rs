@@ -142,11 +142,10 @@ pub fn check(def: &Value, options: Options) -> Result<(), Vec<Violation>> {
             text_field(v, &root.key(key), limits::TEXT_MAX, &mut out);
         }
     }
-    if let Some(v) = obj.get("method") {
-        if v.as_str() != Some("POST") {
+    if let Some(v) = obj.get("method")
+        && v.as_str() != Some("POST") {
             out.push(&root.key("method"), "method-not-allowed", "method must be \"POST\"");
         }
-    }
     if let Some(v) = obj.get("url") {
         match v.as_str() {
             Some(u) => {
@@ -163,38 +162,33 @@ pub fn check(def: &Value, options: Options) -> Result<(), Vec<Violation>> {
     if let Some(v) = obj.get("safe_headers") {
         check_headers(v, &root.key("safe_headers"), &mut out);
     }
-    if let Some(v) = obj.get("side_effect") {
-        if v.as_str() != Some("read") {
+    if let Some(v) = obj.get("side_effect")
+        && v.as_str() != Some("read") {
             out.push(&root.key("side_effect"), "side-effect-not-read",
                 "side_effect must be \"read\": mutation capabilities are rejected");
         }
-    }
-    if let Some(v) = obj.get("requires_approval") {
-        if v != &Value::Bool(false) {
+    if let Some(v) = obj.get("requires_approval")
+        && v != &Value::Bool(false) {
             out.push(&root.key("requires_approval"), "requires-approval-not-false",
                 "requires_approval must be false: approval metadata is rejected");
         }
-    }
-    if let Some(v) = obj.get("timeout_ms") {
-        if !v.as_u64().is_some_and(|n| (limits::TIMEOUT_MS_MIN..=limits::TIMEOUT_MS_MAX).contains(&n)) {
+    if let Some(v) = obj.get("timeout_ms")
+        && !v.as_u64().is_some_and(|n| (limits::TIMEOUT_MS_MIN..=limits::TIMEOUT_MS_MAX).contains(&n)) {
             out.push(&root.key("timeout_ms"), "timeout-out-of-bounds", format!(
                 "timeout_ms must be an integer from {} to {}", limits::TIMEOUT_MS_MIN, limits::TIMEOUT_MS_MAX
             ));
         }
-    }
-    if let Some(v) = obj.get("retry_count") {
-        if !v.as_u64().is_some_and(|n| n <= limits::RETRY_COUNT_MAX) {
+    if let Some(v) = obj.get("retry_count")
+        && v.as_u64().is_none_or(|n| n > limits::RETRY_COUNT_MAX) {
             out.push(&root.key("retry_count"), "retry-count-out-of-bounds", format!(
                 "retry_count must be an integer from 0 to {}", limits::RETRY_COUNT_MAX
             ));
         }
-    }
-    if let Some(v) = obj.get("result_handling") {
-        if v.as_str() != Some("host_interaction") {
+    if let Some(v) = obj.get("result_handling")
+        && v.as_str() != Some("host_interaction") {
             out.push(&root.key("result_handling"), "result-handling-invalid",
                 "result_handling, when present, must be \"host_interaction\"");
         }
-    }
     if let Some(v) = obj.get("business_rules") {
         let p = root.key("business_rules");
         match v.as_array() {
@@ -208,13 +202,12 @@ pub fn check(def: &Value, options: Options) -> Result<(), Vec<Violation>> {
             )),
         }
     }
-    if let Some(v) = obj.get("examples") {
-        if !v.as_array().is_some_and(|l| l.len() <= limits::EXAMPLES_MAX) {
+    if let Some(v) = obj.get("examples")
+        && v.as_array().is_none_or(|l| l.len() > limits::EXAMPLES_MAX) {
             out.push(&root.key("examples"), "field-invalid", format!(
                 "examples must be an array of at most {} entries", limits::EXAMPLES_MAX
             ));
         }
-    }
 
     let input = obj.get("input_schema").map(|s| schema::check(Dialect::Input, s, &root.key("input_schema"), &mut out));
     if let Some(s) = obj.get("output_schema") {
@@ -311,13 +304,12 @@ fn check_bindings(v: &Value, input: Option<&schema::Node>, at: &Pointer, out: &m
     }
     for (name, binding) in map {
         let p = at.key(name);
-        if let Some(node) = input {
-            if node.property(name).is_none() {
+        if let Some(node) = input
+            && node.property(name).is_none() {
                 out.push(&p, "context-binding-unknown-input", format!(
                     "\"{name}\" is not a property of input_schema"
                 ));
             }
-        }
         if !binding.is_object() {
             out.push(&p, "field-invalid", "a context binding must be an object");
         }

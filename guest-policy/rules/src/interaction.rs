@@ -120,11 +120,10 @@ pub fn shape(value: Value) -> Result<Shaped, Vec<Violation>> {
         Kind::NotFound => &s.not_found,
     };
     schema.validate(&value)?;
-    if let Some(e) = obj.get("expires_at").and_then(Value::as_str) {
-        if !timestamp_in_range(e) {
+    if let Some(e) = obj.get("expires_at").and_then(Value::as_str)
+        && !timestamp_in_range(e) {
             return Err(vec![Violation::new("/expires_at", "timestamp-invalid", "expires_at is not a valid RFC 3339 time")]);
         }
-    }
     let get = |k: &str| obj.get(k).cloned().unwrap_or(Value::Null);
     Ok(match kind {
         Kind::ConfirmOperation => Shaped {

@@ -77,11 +77,10 @@ pub fn check(pattern: &str) -> Result<(), String> {
                     stack.push(Group { has_large: false });
                 }
                 last_group_large = Some(g.has_large);
-                if g.has_large {
-                    if let Some(top) = stack.last_mut() {
+                if g.has_large
+                    && let Some(top) = stack.last_mut() {
                         top.has_large = true;
                     }
-                }
                 i += 1;
                 continue;
             }

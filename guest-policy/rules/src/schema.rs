@@ -357,11 +357,10 @@ impl Compiler<'_> {
         if is_array && node.max_items.is_none() && !obj.contains_key("maxItems") {
             self.out.push(at, "array-max-items-required", "every array schema must declare maxItems");
         }
-        if let (Some(lo), Some(hi)) = (node.min_items, node.max_items) {
-            if lo > hi {
+        if let (Some(lo), Some(hi)) = (node.min_items, node.max_items)
+            && lo > hi {
                 self.out.push(&at.key("minItems"), "bounds-inconsistent", "minItems is greater than maxItems");
             }
-        }
 
         // Strings: bounded (2.6 rule 2).
         node.max_length = self.bound(obj, "maxLength", at, limits::MAX_LENGTH);
@@ -369,11 +368,10 @@ impl Compiler<'_> {
         if is_string && !obj.contains_key("maxLength") {
             self.out.push(at, "string-max-length-required", "every string schema must declare maxLength");
         }
-        if let (Some(lo), Some(hi)) = (node.min_length, node.max_length) {
-            if lo > hi {
+        if let (Some(lo), Some(hi)) = (node.min_length, node.max_length)
+            && lo > hi {
                 self.out.push(&at.key("minLength"), "bounds-inconsistent", "minLength is greater than maxLength");
             }
-        }
 
         // Numbers (integration subset only; other dialects reject the keywords above).
         if self.dialect == Dialect::Integration {
@@ -387,11 +385,10 @@ impl Compiler<'_> {
                     }
                 }
             }
-            if let (Some(lo), Some(hi)) = (node.minimum, node.maximum) {
-                if lo > hi {
+            if let (Some(lo), Some(hi)) = (node.minimum, node.maximum)
+                && lo > hi {
                     self.out.push(&at.key("minimum"), "bounds-inconsistent", "minimum is greater than maximum");
                 }
-            }
         }
 
         // enum / const
@@ -412,18 +409,16 @@ impl Compiler<'_> {
         if let Some(c) = obj.get("const") {
             node.constant = Some(c.clone());
         }
-        if let Some(d) = obj.get("description") {
-            if !d.is_string() {
+        if let Some(d) = obj.get("description")
+            && !d.is_string() {
                 self.out.push(&at.key("description"), "keyword-value-invalid", "description must be a string");
             }
-        }
 
         // pattern (2.6 rule 7); only reached for the input dialect.
-        if let Some(p) = obj.get("pattern") {
-            if self.dialect == Dialect::Input {
+        if let Some(p) = obj.get("pattern")
+            && self.dialect == Dialect::Input {
                 node.pattern = self.pattern(p, &at.key("pattern"), is_string, obj);
             }
-        }
 
         // Combinators (2.6 rule 8); only the input dialect allows them.
         if self.dialect == Dialect::Input {
@@ -484,13 +479,12 @@ impl Compiler<'_> {
                 self.out.push(&at.index(i), "keyword-value-invalid", format!("\"{name}\" is listed twice"));
                 continue;
             }
-            if let Some(props) = declared {
-                if !props.contains_key(name) {
+            if let Some(props) = declared
+                && !props.contains_key(name) {
                     self.out.push(&at.index(i), "required-property-undeclared", format!(
                         "\"{name}\" is required but not declared in properties"
                     ));
                 }
-            }
             node.required.push(name.to_string());
         }
     }

@@ -28,11 +28,10 @@ pub fn looks_secret(s: &str) -> Option<&'static str> {
     if let Some(i) = t.find("://") {
         let authority = &t[i + 3..];
         let authority = &authority[..authority.find('/').unwrap_or(authority.len())];
-        if let Some((userinfo, _)) = authority.rsplit_once('@') {
-            if userinfo.contains(':') {
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && userinfo.contains(':') {
                 return Some("a URL with a password");
             }
-        }
     }
     for token in t.split(|c: char| !(c.is_ascii_alphanumeric() || "_-+/=.".contains(c))) {
         if let Some(why) = token_secret(token) {
@@ -74,11 +73,10 @@ const PREFIXES: &[(&str, usize)] = &[
 
 fn token_secret(token: &str) -> Option<&'static str> {
     for (p, min_rest) in PREFIXES {
-        if let Some(rest) = token.strip_prefix(p) {
-            if rest.len() >= *min_rest && rest.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
+        if let Some(rest) = token.strip_prefix(p)
+            && rest.len() >= *min_rest && rest.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
                 return Some("a vendor API key");
             }
-        }
     }
     // A JSON Web Token: three base64url parts, the first a JSON header.
     let parts: Vec<&str> = token.split('.').collect();

@@ -141,16 +141,14 @@ impl NodeVisitor<'_, '_, '_> {
         if !self.ty(actual) {
             return;
         }
-        if let Some(m) = self.node.minimum {
-            if f < m {
+        if let Some(m) = self.node.minimum
+            && f < m {
                 self.st.fail(self.path, "number-too-small", format!("must be at least {m}"));
             }
-        }
-        if let Some(m) = self.node.maximum {
-            if f > m {
+        if let Some(m) = self.node.maximum
+            && f > m {
                 self.st.fail(self.path, "number-too-large", format!("must be at most {m}"));
             }
-        }
     }
 }
 
@@ -241,21 +239,19 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
             let item_path = self.path.index(n as usize);
             let seed = Seed { node: node.items.as_deref(), st: &mut *self.st, path: &item_path, prune: self.prune };
             if seq.next_element_seed(seed)?.is_none() {
-                if n > 0 {
-                    if let Some(o) = &mut self.st.out {
+                if n > 0
+                    && let Some(o) = &mut self.st.out {
                         o.pop();
                     }
-                }
                 break;
             }
             n += 1;
         }
         self.st.write(b"]");
-        if let Some(min) = node.min_items {
-            if n < min {
+        if let Some(min) = node.min_items
+            && n < min {
                 self.st.fail(self.path, "array-too-short", format!("must hold at least {min} items"));
             }
-        }
         Ok(())
     }
 
@@ -332,11 +328,10 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
                 self.st.fail(self.path, "one-of-not-exactly-one", format!("must match exactly one oneOf alternative; matches {n}"));
             }
         }
-        if let Some(not) = &node.not {
-            if branch_passes(not) {
+        if let Some(not) = &node.not
+            && branch_passes(not) {
                 self.st.fail(self.path, "not-matched", "matches a schema it must not match".to_string());
             }
-        }
         Ok(())
     }
 }

@@ -183,16 +183,14 @@ fn check(node: &Node, value: &Value, at: &Path<'_>, sink: &mut Sink<'_>) {
         sink.fail(at, "type-mismatch", || format!("expected {}", type_names(node.types)));
         return;
     }
-    if let Some(c) = &node.constant {
-        if !json_eq(c, value) {
+    if let Some(c) = &node.constant
+        && !json_eq(c, value) {
             sink.fail(at, "const-mismatch", || format!("must equal {c}"));
         }
-    }
-    if let Some(list) = &node.enumeration {
-        if !list.iter().any(|e| json_eq(e, value)) {
+    if let Some(list) = &node.enumeration
+        && !list.iter().any(|e| json_eq(e, value)) {
             sink.fail(at, "enum-mismatch", || "is not one of the allowed values".to_string());
         }
-    }
     match value {
         Value::String(s) => check_string(node, s, at, sink),
         Value::Array(items) => check_array(node, items, at, sink),
@@ -218,11 +216,10 @@ fn check(node: &Node, value: &Value, at: &Path<'_>, sink: &mut Sink<'_>) {
             sink.fail(at, "one-of-not-exactly-one", || format!("must match exactly one oneOf alternative; matches {n}"));
         }
     }
-    if let Some(not) = &node.not {
-        if passes(not, value, at) {
+    if let Some(not) = &node.not
+        && passes(not, value, at) {
             sink.fail(at, "not-matched", || "matches a schema it must not match".to_string());
         }
-    }
 }
 
 fn check_string(node: &Node, s: &str, at: &Path<'_>, sink: &mut Sink<'_>) {
@@ -231,37 +228,32 @@ fn check_string(node: &Node, s: &str, at: &Path<'_>, sink: &mut Sink<'_>) {
     let mut chars: Option<usize> = None;
     let mut count = || *chars.get_or_insert_with(|| s.chars().count());
     let mut length_ok = true;
-    if let Some(max) = node.max_length {
-        if s.len() as u64 > max && count() as u64 > max {
+    if let Some(max) = node.max_length
+        && s.len() as u64 > max && count() as u64 > max {
             sink.fail(at, "string-too-long", || format!("must be at most {max} characters"));
             length_ok = false;
         }
-    }
-    if let Some(min) = node.min_length {
-        if (s.len() as u64) < min || (count() as u64) < min {
+    if let Some(min) = node.min_length
+        && ((s.len() as u64) < min || (count() as u64) < min) {
             sink.fail(at, "string-too-short", || format!("must be at least {min} characters"));
         }
-    }
     // The pattern runs only on strings within maxLength (bounded work).
-    if let Some(re) = &node.pattern {
-        if length_ok && !re.is_match(s) {
+    if let Some(re) = &node.pattern
+        && length_ok && !re.is_match(s) {
             sink.fail(at, "pattern-mismatch", || "does not match the required pattern".to_string());
         }
-    }
 }
 
 fn check_array(node: &Node, items: &[Value], at: &Path<'_>, sink: &mut Sink<'_>) {
-    if let Some(max) = node.max_items {
-        if items.len() as u64 > max {
+    if let Some(max) = node.max_items
+        && items.len() as u64 > max {
             sink.fail(at, "array-too-long", || format!("must hold at most {max} items"));
             return;
         }
-    }
-    if let Some(min) = node.min_items {
-        if (items.len() as u64) < min {
+    if let Some(min) = node.min_items
+        && (items.len() as u64) < min {
             sink.fail(at, "array-too-short", || format!("must hold at least {min} items"));
         }
-    }
     if let Some(item) = &node.items {
         for (i, v) in items.iter().enumerate() {
             if sink.done() {
