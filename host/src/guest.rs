@@ -18,6 +18,8 @@ use crate::pool::StoreState;
 
 /// The export a guest must provide.
 pub const WORLD_EXPORT: &str = "warden:policy/validator@0.1.0";
+/// Prefix of the export names accepted as compatible with [`WORLD_EXPORT`].
+const WORLD_EXPORT_COMPATIBLE: &str = "warden:policy/validator@0.1.";
 /// The functions of that export.
 pub const WORLD_FUNCTIONS: &[&str] = &[
     "check-definition",
@@ -124,7 +126,14 @@ pub(crate) fn load(engine: &Engine, source: &GuestSource, config: &SandboxConfig
 /// Names what the component lacks of the world (empty when it has it all).
 fn missing_exports(engine: &Engine, component: &Component) -> Vec<String> {
     let ty = component.component_type();
-    let Some(export) = ty.get_export(engine, WORLD_EXPORT) else {
+    // Semver: a guest built against any 0.1.x of the package fits (patch
+    // releases of the WIT are documentation only; see wit/policy.wit).
+    let name = ty
+        .exports(engine)
+        .map(|(n, _)| n)
+        .find(|n| *n == WORLD_EXPORT || n.starts_with(WORLD_EXPORT_COMPATIBLE))
+        .map(str::to_string);
+    let Some(export) = name.as_deref().and_then(|n| ty.get_export(engine, n)) else {
         let found: Vec<String> = ty.exports(engine).map(|(n, _)| format!("`{n}`")).collect();
         let found = if found.is_empty() { "nothing".to_string() } else { found.join(", ") };
         return vec![format!("missing export `{WORLD_EXPORT}` (the component exports {found})")];
