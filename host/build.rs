@@ -17,7 +17,10 @@ use std::process::Command;
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
-    let root = manifest_dir.parent().expect("host/ lives in the repository root").to_path_buf();
+    let root = manifest_dir
+        .parent()
+        .expect("host/ lives in the repository root")
+        .to_path_buf();
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
     let dest = out_dir.join("warden_guest_policy.wasm");
 
@@ -25,12 +28,19 @@ fn main() {
     println!("cargo:rerun-if-env-changed=WARDEN_GUEST_TARGET_DIR");
     if let Ok(prebuilt) = env::var("WARDEN_GUEST_WASM") {
         println!("cargo:rerun-if-changed={prebuilt}");
-        std::fs::copy(&prebuilt, &dest).unwrap_or_else(|e| panic!("cannot copy WARDEN_GUEST_WASM={prebuilt}: {e}"));
+        std::fs::copy(&prebuilt, &dest)
+            .unwrap_or_else(|e| panic!("cannot copy WARDEN_GUEST_WASM={prebuilt}: {e}"));
         return;
     }
 
     let guest_dir = root.join("guest-policy");
-    for p in ["src", "rules/src", "rules/Cargo.toml", "Cargo.toml", "Cargo.lock"] {
+    for p in [
+        "src",
+        "rules/src",
+        "rules/Cargo.toml",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", guest_dir.join(p).display());
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
@@ -48,19 +58,36 @@ fn build_component(dir: &Path, target_dir: &Path, artifact: &str) -> PathBuf {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(dir)
-        .args(["build", "--release", "--locked", "--target", "wasm32-wasip2", "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
         .arg(target_dir);
     // The outer build's settings are for the host target; none of them may
     // leak into the guest build (flags, target, jobserver, wrappers).
     for (key, _) in env::vars_os() {
         let key = key.to_string_lossy().into_owned();
         if (key.starts_with("CARGO_") && key != "CARGO_HOME" && key != "CARGO_NET_OFFLINE")
-            || matches!(key.as_str(), "RUSTFLAGS" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER" | "MAKEFLAGS" | "MFLAGS" | "RUSTDOCFLAGS")
+            || matches!(
+                key.as_str(),
+                "RUSTFLAGS"
+                    | "RUSTC_WRAPPER"
+                    | "RUSTC_WORKSPACE_WRAPPER"
+                    | "MAKEFLAGS"
+                    | "MFLAGS"
+                    | "RUSTDOCFLAGS"
+            )
         {
             cmd.env_remove(&key);
         }
     }
-    let status = cmd.status().unwrap_or_else(|e| panic!("cannot run cargo for {}: {e}", dir.display()));
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo for {}: {e}", dir.display()));
     if !status.success() {
         panic!(
             "building the guest component in {} failed ({status}). Is the target installed? \
@@ -68,5 +95,8 @@ fn build_component(dir: &Path, target_dir: &Path, artifact: &str) -> PathBuf {
             dir.display()
         );
     }
-    target_dir.join("wasm32-wasip2").join("release").join(format!("{artifact}.wasm"))
+    target_dir
+        .join("wasm32-wasip2")
+        .join("release")
+        .join(format!("{artifact}.wasm"))
 }

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 
 use warden_policy_rules::cache::SchemaCache;
 use warden_policy_rules::schema::{self, Dialect};
-use warden_policy_rules::{definition, interaction, Violation as RuleViolation};
+use warden_policy_rules::{Violation as RuleViolation, definition, interaction};
 
 wit_bindgen::generate!({
     path: "../wit",
@@ -17,7 +17,8 @@ wit_bindgen::generate!({
 });
 
 use exports::warden::policy::validator::{
-    DefinitionOptions, Guest, IntegrationSchemaKind, InteractionKind, SchemaRef, ShapedInteraction, Violation,
+    DefinitionOptions, Guest, IntegrationSchemaKind, InteractionKind, SchemaRef, ShapedInteraction,
+    Violation,
 };
 
 thread_local! {
@@ -26,7 +27,11 @@ thread_local! {
 
 fn convert(list: Vec<RuleViolation>) -> Vec<Violation> {
     list.into_iter()
-        .map(|v| Violation { pointer: v.pointer, rule: v.rule, message: v.message })
+        .map(|v| Violation {
+            pointer: v.pointer,
+            rule: v.rule,
+            message: v.message,
+        })
         .collect()
 }
 
@@ -56,17 +61,32 @@ fn with_schema<T>(
 struct Policy;
 
 impl Guest for Policy {
-    fn check_definition(definition: String, options: DefinitionOptions) -> Result<(), Vec<Violation>> {
-        let opts = definition::Options { allow_loopback_http: options.allow_loopback_http };
+    fn check_definition(
+        definition: String,
+        options: DefinitionOptions,
+    ) -> Result<(), Vec<Violation>> {
+        let opts = definition::Options {
+            allow_loopback_http: options.allow_loopback_http,
+        };
         definition::check_text(&definition, opts).map_err(convert)
     }
 
-    fn validate_arguments(input_schema: SchemaRef, arguments: String) -> Result<(), Vec<Violation>> {
-        with_schema(Dialect::Input, &input_schema, |s| s.validate_text(&arguments))
+    fn validate_arguments(
+        input_schema: SchemaRef,
+        arguments: String,
+    ) -> Result<(), Vec<Violation>> {
+        with_schema(Dialect::Input, &input_schema, |s| {
+            s.validate_text(&arguments)
+        })
     }
 
-    fn prune_output(output_schema: SchemaRef, endpoint_result: String) -> Result<String, Vec<Violation>> {
-        with_schema(Dialect::Output, &output_schema, |s| s.prune_text(&endpoint_result))
+    fn prune_output(
+        output_schema: SchemaRef,
+        endpoint_result: String,
+    ) -> Result<String, Vec<Violation>> {
+        with_schema(Dialect::Output, &output_schema, |s| {
+            s.prune_text(&endpoint_result)
+        })
     }
 
     fn shape_interaction(endpoint_result: String) -> Result<ShapedInteraction, Vec<Violation>> {
@@ -83,9 +103,14 @@ impl Guest for Policy {
         })
     }
 
-    fn check_integration_schema(_kind: IntegrationSchemaKind, schema: String) -> Result<(), Vec<Violation>> {
+    fn check_integration_schema(
+        _kind: IntegrationSchemaKind,
+        schema: String,
+    ) -> Result<(), Vec<Violation>> {
         // Input and output schemas of a prompt integration share one subset.
-        schema::compile_text(Dialect::Integration, &schema).map(|_| ()).map_err(convert)
+        schema::compile_text(Dialect::Integration, &schema)
+            .map(|_| ())
+            .map_err(convert)
     }
 
     fn validate_integration(schema: SchemaRef, value: String) -> Result<(), Vec<Violation>> {

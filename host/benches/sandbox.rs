@@ -10,9 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use warden_host::{GuestSource, Sandbox, SandboxConfig, SchemaRef};
-use warden_policy_rules::schema::{compile_text, Dialect};
+use warden_policy_rules::schema::{Dialect, compile_text};
 
 struct Case {
     name: &'static str,
@@ -32,42 +32,63 @@ fn closed(props: Value, required: &[&str]) -> Value {
 
 fn cases() -> Vec<Case> {
     // Small: two arguments.
-    let small_in = closed(json!({"order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z0-9-]+$"},
-        "verbose": {"type": "boolean"}}), &["order"]);
+    let small_in = closed(
+        json!({"order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z0-9-]+$"},
+        "verbose": {"type": "boolean"}}),
+        &["order"],
+    );
     let small_args = json!({"order": "A-1234", "verbose": false});
     let small_out = closed(json!({"status": string(40), "eta": string(40)}), &[]);
-    let small_res = json!({"status": "shipped", "eta": "tomorrow", "internal_id": 99812, "warehouse": "B2"});
+    let small_res =
+        json!({"status": "shipped", "eta": "tomorrow", "internal_id": 99812, "warehouse": "B2"});
 
     // Medium: the prototype's shape: 8 properties, a pattern, an enum, a bounded array.
-    let medium_in = closed(json!({
-        "customer_ref": {"type": "string", "maxLength": 32, "pattern": "^[a-z0-9_-]{3,32}$"},
-        "kind": {"type": "string", "maxLength": 12, "enum": ["order", "invoice", "refund", "quote"]},
-        "from": string(25), "to": string(25),
-        "limit": {"type": "integer"},
-        "include_lines": {"type": "boolean"},
-        "tags": {"type": "array", "maxItems": 8, "items": string(16)},
-        "note": {"type": ["string", "null"], "maxLength": 200}
-    }), &["customer_ref", "kind"]);
+    let medium_in = closed(
+        json!({
+            "customer_ref": {"type": "string", "maxLength": 32, "pattern": "^[a-z0-9_-]{3,32}$"},
+            "kind": {"type": "string", "maxLength": 12, "enum": ["order", "invoice", "refund", "quote"]},
+            "from": string(25), "to": string(25),
+            "limit": {"type": "integer"},
+            "include_lines": {"type": "boolean"},
+            "tags": {"type": "array", "maxItems": 8, "items": string(16)},
+            "note": {"type": ["string", "null"], "maxLength": 200}
+        }),
+        &["customer_ref", "kind"],
+    );
     let medium_args = json!({"customer_ref": "cust_00417", "kind": "invoice", "from": "2026-01-01", "to": "2026-11-01",
         "limit": 20, "include_lines": true, "tags": ["late", "eu", "b2b"], "note": null});
-    let line = closed(json!({"sku": string(20), "qty": {"type": "integer"}, "price": {"type": "number"}}), &["sku"]);
-    let medium_out = closed(json!({
-        "invoices": {"type": "array", "maxItems": 20, "items": closed(json!({
-            "number": string(20), "status": string(20), "total": {"type": "number"}, "currency": string(3),
-            "lines": {"type": "array", "maxItems": 10, "items": line}}), &["number"])},
-        "count": {"type": "integer"}
-    }), &[]);
-    let inv = |i: u32| json!({"number": format!("INV-{i:05}"), "status": "open", "total": 120.5, "currency": "EUR",
+    let line = closed(
+        json!({"sku": string(20), "qty": {"type": "integer"}, "price": {"type": "number"}}),
+        &["sku"],
+    );
+    let medium_out = closed(
+        json!({
+            "invoices": {"type": "array", "maxItems": 20, "items": closed(json!({
+                "number": string(20), "status": string(20), "total": {"type": "number"}, "currency": string(3),
+                "lines": {"type": "array", "maxItems": 10, "items": line}}), &["number"])},
+            "count": {"type": "integer"}
+        }),
+        &[],
+    );
+    let inv = |i: u32| {
+        json!({"number": format!("INV-{i:05}"), "status": "open", "total": 120.5, "currency": "EUR",
         "customer_tax_id": "ES-B12345678", "internal_ledger": i * 7,
-        "lines": [{"sku": "SKU-1", "qty": 2, "price": 10.0, "cost": 4.1}, {"sku": "SKU-2", "qty": 1, "price": 100.5, "cost": 61.0}]});
+        "lines": [{"sku": "SKU-1", "qty": 2, "price": 10.0, "cost": 4.1}, {"sku": "SKU-2", "qty": 1, "price": 100.5, "cost": 61.0}]})
+    };
     let medium_res = json!({"invoices": (0..5).map(inv).collect::<Vec<_>>(), "count": 5, "debug": {"query_ms": 12}});
 
     // Large: 40 arguments over nested objects and arrays, with anyOf / oneOf.
     let mut props = serde_json::Map::new();
     let mut args = serde_json::Map::new();
     for i in 0..24 {
-        props.insert(format!("field_{i:02}"), json!({"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9 ,.-]*$"}));
-        args.insert(format!("field_{i:02}"), json!(format!("value number {i}, ok")));
+        props.insert(
+            format!("field_{i:02}"),
+            json!({"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9 ,.-]*$"}),
+        );
+        args.insert(
+            format!("field_{i:02}"),
+            json!(format!("value number {i}, ok")),
+        );
     }
     for i in 0..8 {
         props.insert(format!("count_{i}"), json!({"type": "integer"}));
@@ -75,10 +96,23 @@ fn cases() -> Vec<Case> {
     }
     props.insert("address".into(), closed(json!({"street": string(80), "city": string(40), "zip": {"type": "string", "maxLength": 10, "pattern": "^[0-9]{5}$"},
         "country": {"type": "string", "maxLength": 2, "enum": ["ES", "FR", "DE", "IT", "PT"]}}), &["city"]));
-    args.insert("address".into(), json!({"street": "Calle Mayor 1", "city": "Madrid", "zip": "28013", "country": "ES"}));
-    props.insert("items".into(), json!({"type": "array", "maxItems": 20, "items": closed(json!({"sku": string(20),
-        "qty": {"type": "integer"}, "gift": {"type": "boolean"}}), &["sku", "qty"])}));
-    args.insert("items".into(), json!((0..10).map(|i| json!({"sku": format!("SKU-{i}"), "qty": i + 1, "gift": i % 2 == 0})).collect::<Vec<_>>()));
+    args.insert(
+        "address".into(),
+        json!({"street": "Calle Mayor 1", "city": "Madrid", "zip": "28013", "country": "ES"}),
+    );
+    props.insert(
+        "items".into(),
+        json!({"type": "array", "maxItems": 20, "items": closed(json!({"sku": string(20),
+        "qty": {"type": "integer"}, "gift": {"type": "boolean"}}), &["sku", "qty"])}),
+    );
+    args.insert(
+        "items".into(),
+        json!(
+            (0..10)
+                .map(|i| json!({"sku": format!("SKU-{i}"), "qty": i + 1, "gift": i % 2 == 0}))
+                .collect::<Vec<_>>()
+        ),
+    );
     props.insert("by_email".into(), string(120));
     props.insert("by_phone".into(), string(20));
     args.insert("by_email".into(), json!("someone@shop.example"));
@@ -86,17 +120,22 @@ fn cases() -> Vec<Case> {
     large_in["oneOf"] = json!([{"required": ["by_email"]}, {"required": ["by_phone"]}]);
     large_in["anyOf"] = json!([{"required": ["items"]}, {"required": ["count_0"]}]);
     let large_args = Value::Object(args);
-    let large_out = closed(json!({
-        "orders": {"type": "array", "maxItems": 50, "items": closed(json!({
-            "id": string(20), "status": string(20), "placed_at": string(30), "total": {"type": "number"},
-            "shipping": closed(json!({"carrier": string(20), "tracking": string(40), "eta": string(30)}), &[]),
-            "lines": {"type": "array", "maxItems": 20, "items": line.clone()}}), &["id"])},
-        "page": {"type": "integer"}, "pages": {"type": "integer"}
-    }), &[]);
-    let order = |i: u32| json!({"id": format!("ORD-{i:06}"), "status": "delivered", "placed_at": "2026-10-01T10:00:00Z",
+    let large_out = closed(
+        json!({
+            "orders": {"type": "array", "maxItems": 50, "items": closed(json!({
+                "id": string(20), "status": string(20), "placed_at": string(30), "total": {"type": "number"},
+                "shipping": closed(json!({"carrier": string(20), "tracking": string(40), "eta": string(30)}), &[]),
+                "lines": {"type": "array", "maxItems": 20, "items": line.clone()}}), &["id"])},
+            "page": {"type": "integer"}, "pages": {"type": "integer"}
+        }),
+        &[],
+    );
+    let order = |i: u32| {
+        json!({"id": format!("ORD-{i:06}"), "status": "delivered", "placed_at": "2026-10-01T10:00:00Z",
         "total": 99.9, "margin": 12.5, "customer_email": "someone@shop.example",
         "shipping": {"carrier": "UPS", "tracking": "1Z999AA10123456784", "eta": "2026-10-03", "cost": 4.2},
-        "lines": (0..4).map(|j| json!({"sku": format!("SKU-{j}"), "qty": 1, "price": 24.9, "cost": 10.0})).collect::<Vec<_>>()});
+        "lines": (0..4).map(|j| json!({"sku": format!("SKU-{j}"), "qty": 1, "price": 24.9, "cost": 10.0})).collect::<Vec<_>>()})
+    };
     let large_res = json!({"orders": (0..20).map(order).collect::<Vec<_>>(), "page": 1, "pages": 3, "trace": "x".repeat(200)});
 
     let mk = |name, i: Value, a: Value, o: Value, r: Value| Case {
@@ -130,7 +169,10 @@ fn measure(iters: usize, mut f: impl FnMut(usize)) -> Stat {
         samples.push(t.elapsed());
     }
     samples.sort();
-    Stat { p50: samples[samples.len() / 2], p99: samples[samples.len() * 99 / 100] }
+    Stat {
+        p50: samples[samples.len() / 2],
+        p99: samples[samples.len() * 99 / 100],
+    }
 }
 
 fn us(d: Duration) -> String {
@@ -138,85 +180,177 @@ fn us(d: Duration) -> String {
 }
 
 fn main() {
-    let iters: usize = std::env::var("BENCH_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
+    let iters: usize = std::env::var("BENCH_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
     let started = Instant::now();
-    let config = SandboxConfig { max_calls_per_instance: u32::MAX, ..SandboxConfig::default() };
+    let config = SandboxConfig {
+        max_calls_per_instance: u32::MAX,
+        ..SandboxConfig::default()
+    };
     let sandbox = Sandbox::load_with(GuestSource::Default, config).expect("default guest");
-    println!("guest loaded (compile) in {:.1} ms; {} bytes; {iters} timed iterations per row\n", started.elapsed().as_secs_f64() * 1e3, sandbox.info().size_bytes);
+    println!(
+        "guest loaded (compile) in {:.1} ms; {} bytes; {iters} timed iterations per row\n",
+        started.elapsed().as_secs_f64() * 1e3,
+        sandbox.info().size_bytes
+    );
 
     let cache_dir = std::env::temp_dir().join(format!("warden-bench-cache-{}", std::process::id()));
-    let cached = SandboxConfig { cache_dir: Some(cache_dir.clone()), ..SandboxConfig::default() };
+    let cached = SandboxConfig {
+        cache_dir: Some(cache_dir.clone()),
+        ..SandboxConfig::default()
+    };
     drop(Sandbox::load_with(GuestSource::Default, cached.clone()).expect("fill the cache"));
     let t = Instant::now();
     let again = Sandbox::load_with(GuestSource::Default, cached).expect("from cache");
-    println!("guest loaded from the precompiled cache in {:.2} ms (from_cache = {})\n", t.elapsed().as_secs_f64() * 1e3, again.info().from_cache);
+    println!(
+        "guest loaded from the precompiled cache in {:.2} ms (from_cache = {})\n",
+        t.elapsed().as_secs_f64() * 1e3,
+        again.info().from_cache
+    );
     let _ = std::fs::remove_dir_all(&cache_dir);
 
     // The fixed cost of crossing the boundary: an empty closed object
     // validated against an empty closed schema.
-    let empty = SchemaRef { key: "empty", text: r#"{"type":"object","additionalProperties":false}"# };
-    let s = measure(iters, |_| sandbox.validate_arguments("bench-empty", empty, "{}").unwrap().unwrap());
+    let empty = SchemaRef {
+        key: "empty",
+        text: r#"{"type":"object","additionalProperties":false}"#,
+    };
+    let s = measure(iters, |_| {
+        sandbox
+            .validate_arguments("bench-empty", empty, "{}")
+            .unwrap()
+            .unwrap()
+    });
     let native_empty = compile_text(Dialect::Input, empty.text).unwrap();
     let n = measure(iters, |_| native_empty.validate_text("{}").unwrap());
-    println!("boundary: validate of {{}} against an empty schema: sandboxed p50 {} µs, native p50 {} µs\n", us(s.p50).trim(), us(n.p50).trim());
+    println!(
+        "boundary: validate of {{}} against an empty schema: sandboxed p50 {} µs, native p50 {} µs\n",
+        us(s.p50).trim(),
+        us(n.p50).trim()
+    );
 
-    println!("{:<7} {:<22} {:>9} {:>9} {:>9} {:>9} {:>8}", "schema", "operation", "sbx p50", "sbx p99", "nat p50", "nat p99", "ratio");
-    println!("{:<7} {:<22} {:>9} {:>9} {:>9} {:>9} {:>8}", "", "", "(µs)", "(µs)", "(µs)", "(µs)", "p50");
+    println!(
+        "{:<7} {:<22} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "schema", "operation", "sbx p50", "sbx p99", "nat p50", "nat p99", "ratio"
+    );
+    println!(
+        "{:<7} {:<22} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "", "", "(µs)", "(µs)", "(µs)", "(µs)", "p50"
+    );
     let mut verdicts = Vec::new();
     for case in cases() {
         let account = format!("bench-{}", case.name);
-        let in_ref = SchemaRef { key: "cap_bench@1/input", text: &case.input_schema };
-        let out_ref = SchemaRef { key: "cap_bench@1/output", text: &case.output_schema };
+        let in_ref = SchemaRef {
+            key: "cap_bench@1/input",
+            text: &case.input_schema,
+        };
+        let out_ref = SchemaRef {
+            key: "cap_bench@1/output",
+            text: &case.output_schema,
+        };
         // Sanity: the operations succeed, sandboxed and native, with the same answer.
-        assert_eq!(sandbox.validate_arguments(&account, in_ref, &case.arguments).unwrap(), Ok(()), "{}", case.name);
-        let pruned = sandbox.prune_output(&account, out_ref, &case.result).unwrap().expect("prunes");
+        assert_eq!(
+            sandbox
+                .validate_arguments(&account, in_ref, &case.arguments)
+                .unwrap(),
+            Ok(()),
+            "{}",
+            case.name
+        );
+        let pruned = sandbox
+            .prune_output(&account, out_ref, &case.result)
+            .unwrap()
+            .expect("prunes");
         let native_in = compile_text(Dialect::Input, &case.input_schema).unwrap();
         let native_out = compile_text(Dialect::Output, &case.output_schema).unwrap();
         assert_eq!(native_out.prune_text(&case.result).unwrap(), pruned);
 
         let row = |op: &str, s: Stat, n: Stat| {
-            println!("{:<7} {:<22} {} {} {} {} {:>7.1}x", case.name, op, us(s.p50), us(s.p99), us(n.p50), us(n.p99),
-                s.p50.as_secs_f64() / n.p50.as_secs_f64());
+            println!(
+                "{:<7} {:<22} {} {} {} {} {:>7.1}x",
+                case.name,
+                op,
+                us(s.p50),
+                us(s.p99),
+                us(n.p50),
+                us(n.p99),
+                s.p50.as_secs_f64() / n.p50.as_secs_f64()
+            );
         };
 
         let s = measure(iters, |_| {
-            sandbox.validate_arguments(&account, in_ref, &case.arguments).unwrap().unwrap();
+            sandbox
+                .validate_arguments(&account, in_ref, &case.arguments)
+                .unwrap()
+                .unwrap();
         });
         let n = measure(iters, |_| native_in.validate_text(&case.arguments).unwrap());
         row("validate (warm)", s, n);
-        verdicts.push((case.name, "validate warm p50 <= 10 µs", s.p50 <= Duration::from_micros(10)));
-        verdicts.push((case.name, "validate warm within 5x native", s.p50.as_secs_f64() <= 5.0 * n.p50.as_secs_f64()));
+        verdicts.push((
+            case.name,
+            "validate warm p50 <= 10 µs",
+            s.p50 <= Duration::from_micros(10),
+        ));
+        verdicts.push((
+            case.name,
+            "validate warm within 5x native",
+            s.p50.as_secs_f64() <= 5.0 * n.p50.as_secs_f64(),
+        ));
 
         // First call of a new revision: a key the instance has never seen, so
         // the guest compiles the schema (checks included) before validating.
         let first_iters = (iters / 10).max(200);
-        let keys: Vec<String> = (0..first_iters * 2 + 200).map(|i| format!("cap_bench@{}/input", i + 2)).collect();
+        let keys: Vec<String> = (0..first_iters * 2 + 200)
+            .map(|i| format!("cap_bench@{}/input", i + 2))
+            .collect();
         let s = measure(first_iters, |i| {
-            let r = SchemaRef { key: &keys[i], text: &case.input_schema };
-            sandbox.validate_arguments(&account, r, &case.arguments).unwrap().unwrap();
+            let r = SchemaRef {
+                key: &keys[i],
+                text: &case.input_schema,
+            };
+            sandbox
+                .validate_arguments(&account, r, &case.arguments)
+                .unwrap()
+                .unwrap();
         });
         let n = measure(first_iters, |_| {
             let c = compile_text(Dialect::Input, &case.input_schema).unwrap();
             c.validate_text(&case.arguments).unwrap();
         });
         row("validate (new rev.)", s, n);
-        verdicts.push((case.name, "first call of a new revision <= 500 µs", s.p50 <= Duration::from_micros(500)));
+        verdicts.push((
+            case.name,
+            "first call of a new revision <= 500 µs",
+            s.p50 <= Duration::from_micros(500),
+        ));
 
         let s = measure(iters, |_| {
-            sandbox.prune_output(&account, out_ref, &case.result).unwrap().unwrap();
+            sandbox
+                .prune_output(&account, out_ref, &case.result)
+                .unwrap()
+                .unwrap();
         });
         let n = measure(iters, |_| {
             native_out.prune_text(&case.result).unwrap();
         });
         row("prune (warm)", s, n);
-        verdicts.push((case.name, "prune warm p50 <= 20 µs", s.p50 <= Duration::from_micros(20)));
+        verdicts.push((
+            case.name,
+            "prune warm p50 <= 20 µs",
+            s.p50 <= Duration::from_micros(20),
+        ));
 
         // A fresh instance per call (a new account every time): the cost
         // when no instance of the account is idle.
         let mut k = 0u64;
         let s = measure(first_iters, |_| {
             k += 1;
-            sandbox.validate_arguments(&format!("{account}-fresh-{k}"), in_ref, &case.arguments).unwrap().unwrap();
+            sandbox
+                .validate_arguments(&format!("{account}-fresh-{k}"), in_ref, &case.arguments)
+                .unwrap()
+                .unwrap();
         });
         let n = measure(first_iters, |_| {
             let c = compile_text(Dialect::Input, &case.input_schema).unwrap();
@@ -225,7 +359,12 @@ fn main() {
         row("validate (new account)", s, n);
         println!(
             "{:<7} sizes: input schema {} B, arguments {} B, output schema {} B, result {} B -> pruned {} B",
-            case.name, case.input_schema.len(), case.arguments.len(), case.output_schema.len(), case.result.len(), pruned.len()
+            case.name,
+            case.input_schema.len(),
+            case.arguments.len(),
+            case.output_schema.len(),
+            case.result.len(),
+            pruned.len()
         );
     }
     println!("\ntargets:");

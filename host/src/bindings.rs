@@ -16,13 +16,19 @@ use crate::types;
 
 impl From<v::Violation> for types::Violation {
     fn from(x: v::Violation) -> Self {
-        types::Violation { pointer: x.pointer, rule: x.rule, message: x.message }
+        types::Violation {
+            pointer: x.pointer,
+            rule: x.rule,
+            message: x.message,
+        }
     }
 }
 
 impl From<types::DefinitionOptions> for v::DefinitionOptions {
     fn from(x: types::DefinitionOptions) -> Self {
-        v::DefinitionOptions { allow_loopback_http: x.allow_loopback_http }
+        v::DefinitionOptions {
+            allow_loopback_http: x.allow_loopback_http,
+        }
     }
 }
 
@@ -46,5 +52,8 @@ impl From<v::InteractionKind> for types::InteractionKind {
 }
 
 pub fn schema_ref(x: types::SchemaRef<'_>) -> v::SchemaRef<'_> {
-    v::SchemaRef { key: x.key, text: x.text }
+    v::SchemaRef {
+        key: x.key,
+        text: x.text,
+    }
 }

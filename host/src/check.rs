@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::config::SandboxConfig;
 use crate::guest::{GuestInfo, GuestSource};
@@ -46,7 +46,10 @@ pub struct SelfTestCase {
 
 /// Loads the component at `path` with the default limits and runs the suite.
 pub fn check_guest(path: &Path) -> GuestCheckReport {
-    check_guest_with(GuestSource::Path(path.to_path_buf()), SandboxConfig::default())
+    check_guest_with(
+        GuestSource::Path(path.to_path_buf()),
+        SandboxConfig::default(),
+    )
 }
 
 /// Same, for any source and limits.
@@ -129,20 +132,28 @@ fn expect<T: std::fmt::Debug>(
     match (r, rule) {
         (Err(e), _) => Err(format!("sandbox fault: {e}")),
         (Ok(Ok(v)), None) => Ok(Some(v)),
-        (Ok(Err(list)), None) => Err(format!("expected ok, got violations {:?}", list.iter().map(|v| &v.rule).collect::<Vec<_>>())),
+        (Ok(Err(list)), None) => Err(format!(
+            "expected ok, got violations {:?}",
+            list.iter().map(|v| &v.rule).collect::<Vec<_>>()
+        )),
         (Ok(Ok(v)), Some(r)) => Err(format!("expected a `{r}` violation, got ok {v:?}")),
         (Ok(Err(list)), Some(r)) => {
             if list.iter().any(|v| v.rule == r) {
                 Ok(None)
             } else {
-                Err(format!("expected a `{r}` violation, got {:?}", list.iter().map(|v| &v.rule).collect::<Vec<_>>()))
+                Err(format!(
+                    "expected a `{r}` violation, got {:?}",
+                    list.iter().map(|v| &v.rule).collect::<Vec<_>>()
+                ))
             }
         }
     }
 }
 
 fn run_suite(s: &Sandbox) -> Vec<SelfTestCase> {
-    let dev = DefinitionOptions { allow_loopback_http: true };
+    let dev = DefinitionOptions {
+        allow_loopback_http: true,
+    };
     let prod = DefinitionOptions::default();
     let with = |field: &str, value: Value| {
         let mut d = definition();
@@ -151,114 +162,310 @@ fn run_suite(s: &Sandbox) -> Vec<SelfTestCase> {
     };
     let input = input_schema().to_string();
     let output = output_schema().to_string();
-    let in_ref = SchemaRef { key: "self-test/input", text: &input };
-    let out_ref = SchemaRef { key: "self-test/output", text: &output };
+    let in_ref = SchemaRef {
+        key: "self-test/input",
+        text: &input,
+    };
+    let out_ref = SchemaRef {
+        key: "self-test/output",
+        text: &output,
+    };
     let integration = json!({"type": "object", "additionalProperties": false, "required": ["q"],
         "properties": {"q": {"type": "string", "maxLength": 5}}})
     .to_string();
-    let int_ref = SchemaRef { key: "self-test/integration", text: &integration };
+    let int_ref = SchemaRef {
+        key: "self-test/integration",
+        text: &integration,
+    };
 
     type Case<'a> = (&'static str, Box<dyn Fn() -> Result<(), String> + 'a>);
     let cases: Vec<Case> = vec![
-        ("definition: a valid definition is accepted", Box::new(|| {
-            expect(s.check_definition(ACCOUNT, &definition().to_string(), prod), None).map(|_| ())
-        })),
-        ("definition: a string without maxLength is rejected", Box::new(|| {
-            let mut d = definition();
-            d["input_schema"]["properties"]["order"] = json!({"type": "string"});
-            expect(s.check_definition(ACCOUNT, &d.to_string(), prod), Some("string-max-length-required")).map(|_| ())
-        })),
-        ("definition: an open object is rejected", Box::new(|| {
-            let mut d = definition();
-            d["output_schema"].as_object_mut().map(|o| o.remove("additionalProperties"));
-            expect(s.check_definition(ACCOUNT, &d.to_string(), prod), Some("additional-properties-false-required")).map(|_| ())
-        })),
-        ("definition: a forbidden keyword is rejected", Box::new(|| {
-            let mut d = definition();
-            d["input_schema"]["allOf"] = json!([]);
-            expect(s.check_definition(ACCOUNT, &d.to_string(), prod), Some("keyword-not-allowed")).map(|_| ())
-        })),
-        ("definition: an invalid ECMAScript pattern is rejected", Box::new(|| {
-            let mut d = definition();
-            d["input_schema"]["properties"]["order"]["pattern"] = json!("(unclosed");
-            expect(s.check_definition(ACCOUNT, &d.to_string(), prod), Some("pattern-invalid")).map(|_| ())
-        })),
-        ("definition: a mutation is rejected", Box::new(|| {
-            expect(s.check_definition(ACCOUNT, &with("side_effect", json!("write")), prod), Some("side-effect-not-read")).map(|_| ())
-        })),
-        ("definition: auth none is rejected", Box::new(|| {
-            let v = json!({"type": "none", "credential_ref": "cred_orders"});
-            expect(s.check_definition(ACCOUNT, &with("auth", v), prod), Some("auth-none-rejected")).map(|_| ())
-        })),
-        ("definition: localhost is rejected in production", Box::new(|| {
-            expect(s.check_definition(ACCOUNT, &with("url", json!("https://localhost/x")), prod), Some("url-localhost")).map(|_| ())
-        })),
-        ("definition: http on loopback is accepted with the development switch", Box::new(|| {
-            expect(s.check_definition(ACCOUNT, &with("url", json!("http://127.0.0.1:8080/x")), dev), None).map(|_| ())
-        })),
-        ("definition: a secret in the manifest is rejected", Box::new(|| {
-            expect(s.check_definition(ACCOUNT, &with("business_rules", json!(["Bearer sk_live_abcdef0123456789xyz"])), prod), Some("secret-value")).map(|_| ())
-        })),
-        ("arguments: valid arguments pass", Box::new(|| {
-            expect(s.validate_arguments(ACCOUNT, in_ref, r#"{"order":"A-12"}"#), None).map(|_| ())
-        })),
-        ("arguments: a missing required argument is reported", Box::new(|| {
-            expect(s.validate_arguments(ACCOUNT, in_ref, "{}"), Some("required-missing")).map(|_| ())
-        })),
-        ("arguments: the pattern is enforced", Box::new(|| {
-            expect(s.validate_arguments(ACCOUNT, in_ref, r#"{"order":"a b"}"#), Some("pattern-mismatch")).map(|_| ())
-        })),
-        ("arguments: an undeclared argument is rejected", Box::new(|| {
-            expect(s.validate_arguments(ACCOUNT, in_ref, r#"{"order":"A","x":1}"#), Some("property-not-allowed")).map(|_| ())
-        })),
-        ("output: undeclared fields are pruned", Box::new(|| {
-            let out = expect(s.prune_output(ACCOUNT, out_ref, r#"{"status":"shipped","internal_id":7}"#), None)?;
-            let v: Value = serde_json::from_str(&out.unwrap_or_default()).map_err(|e| e.to_string())?;
-            if v == json!({"status": "shipped"}) { Ok(()) } else { Err(format!("pruned to {v}")) }
-        })),
-        ("output: a declared field out of bounds is reported", Box::new(|| {
-            let long = "x".repeat(41);
-            expect(s.prune_output(ACCOUNT, out_ref, &json!({"status": long}).to_string()), Some("string-too-long")).map(|_| ())
-        })),
-        ("interaction: not-found carries the exact text and no refs", Box::new(|| {
-            let r = expect(s.shape_interaction(ACCOUNT, r#"{"type":"not_found"}"#), None)?.unwrap_or_else(|| unreachable!());
-            if r.kind != InteractionKind::NotFound {
-                return Err(format!("kind {:?}", r.kind));
-            }
-            if r.assistant_text.as_deref() != Some("No hay una operación disponible para esta consulta.") {
-                return Err(format!("text {:?}", r.assistant_text));
-            }
-            Ok(())
-        })),
-        ("interaction: a confirmation keeps its operation_ref out of the public part", Box::new(|| {
-            let result = json!({"type": "confirm_operation", "operation": "cancel_order", "operation_ref": "opref_5d1e",
+        (
+            "definition: a valid definition is accepted",
+            Box::new(|| {
+                expect(
+                    s.check_definition(ACCOUNT, &definition().to_string(), prod),
+                    None,
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "definition: a string without maxLength is rejected",
+            Box::new(|| {
+                let mut d = definition();
+                d["input_schema"]["properties"]["order"] = json!({"type": "string"});
+                expect(
+                    s.check_definition(ACCOUNT, &d.to_string(), prod),
+                    Some("string-max-length-required"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "definition: an open object is rejected",
+            Box::new(|| {
+                let mut d = definition();
+                d["output_schema"]
+                    .as_object_mut()
+                    .map(|o| o.remove("additionalProperties"));
+                expect(
+                    s.check_definition(ACCOUNT, &d.to_string(), prod),
+                    Some("additional-properties-false-required"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "definition: a forbidden keyword is rejected",
+            Box::new(|| {
+                let mut d = definition();
+                d["input_schema"]["allOf"] = json!([]);
+                expect(
+                    s.check_definition(ACCOUNT, &d.to_string(), prod),
+                    Some("keyword-not-allowed"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "definition: an invalid ECMAScript pattern is rejected",
+            Box::new(|| {
+                let mut d = definition();
+                d["input_schema"]["properties"]["order"]["pattern"] = json!("(unclosed");
+                expect(
+                    s.check_definition(ACCOUNT, &d.to_string(), prod),
+                    Some("pattern-invalid"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "definition: a mutation is rejected",
+            Box::new(|| {
+                expect(
+                    s.check_definition(ACCOUNT, &with("side_effect", json!("write")), prod),
+                    Some("side-effect-not-read"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "definition: auth none is rejected",
+            Box::new(|| {
+                let v = json!({"type": "none", "credential_ref": "cred_orders"});
+                expect(
+                    s.check_definition(ACCOUNT, &with("auth", v), prod),
+                    Some("auth-none-rejected"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "definition: localhost is rejected in production",
+            Box::new(|| {
+                expect(
+                    s.check_definition(ACCOUNT, &with("url", json!("https://localhost/x")), prod),
+                    Some("url-localhost"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "definition: http on loopback is accepted with the development switch",
+            Box::new(|| {
+                expect(
+                    s.check_definition(
+                        ACCOUNT,
+                        &with("url", json!("http://127.0.0.1:8080/x")),
+                        dev,
+                    ),
+                    None,
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "definition: a secret in the manifest is rejected",
+            Box::new(|| {
+                expect(
+                    s.check_definition(
+                        ACCOUNT,
+                        &with(
+                            "business_rules",
+                            json!(["Bearer sk_live_abcdef0123456789xyz"]),
+                        ),
+                        prod,
+                    ),
+                    Some("secret-value"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "arguments: valid arguments pass",
+            Box::new(|| {
+                expect(
+                    s.validate_arguments(ACCOUNT, in_ref, r#"{"order":"A-12"}"#),
+                    None,
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "arguments: a missing required argument is reported",
+            Box::new(|| {
+                expect(
+                    s.validate_arguments(ACCOUNT, in_ref, "{}"),
+                    Some("required-missing"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "arguments: the pattern is enforced",
+            Box::new(|| {
+                expect(
+                    s.validate_arguments(ACCOUNT, in_ref, r#"{"order":"a b"}"#),
+                    Some("pattern-mismatch"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "arguments: an undeclared argument is rejected",
+            Box::new(|| {
+                expect(
+                    s.validate_arguments(ACCOUNT, in_ref, r#"{"order":"A","x":1}"#),
+                    Some("property-not-allowed"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "output: undeclared fields are pruned",
+            Box::new(|| {
+                let out = expect(
+                    s.prune_output(ACCOUNT, out_ref, r#"{"status":"shipped","internal_id":7}"#),
+                    None,
+                )?;
+                let v: Value =
+                    serde_json::from_str(&out.unwrap_or_default()).map_err(|e| e.to_string())?;
+                if v == json!({"status": "shipped"}) {
+                    Ok(())
+                } else {
+                    Err(format!("pruned to {v}"))
+                }
+            }),
+        ),
+        (
+            "output: a declared field out of bounds is reported",
+            Box::new(|| {
+                let long = "x".repeat(41);
+                expect(
+                    s.prune_output(ACCOUNT, out_ref, &json!({"status": long}).to_string()),
+                    Some("string-too-long"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "interaction: not-found carries the exact text and no refs",
+            Box::new(|| {
+                let r = expect(
+                    s.shape_interaction(ACCOUNT, r#"{"type":"not_found"}"#),
+                    None,
+                )?
+                .unwrap_or_else(|| unreachable!());
+                if r.kind != InteractionKind::NotFound {
+                    return Err(format!("kind {:?}", r.kind));
+                }
+                if r.assistant_text.as_deref()
+                    != Some("No hay una operación disponible para esta consulta.")
+                {
+                    return Err(format!("text {:?}", r.assistant_text));
+                }
+                Ok(())
+            }),
+        ),
+        (
+            "interaction: a confirmation keeps its operation_ref out of the public part",
+            Box::new(|| {
+                let result = json!({"type": "confirm_operation", "operation": "cancel_order", "operation_ref": "opref_5d1e",
                 "expires_at": "2026-11-22T15:00:00Z", "preview": {"title": "Cancel A-1", "fields": [{"label": "Order", "value": "A-1"}]}});
-            let r = expect(s.shape_interaction(ACCOUNT, &result.to_string()), None)?.unwrap_or_else(|| unreachable!());
-            if r.public.contains("opref_5d1e") || !r.refs.contains("opref_5d1e") {
-                return Err(format!("public {} refs {}", r.public, r.refs));
-            }
-            Ok(())
-        })),
-        ("interaction: an unknown interaction type is rejected", Box::new(|| {
-            expect(s.shape_interaction(ACCOUNT, r#"{"type":"execute_now"}"#), Some("interaction-type-invalid")).map(|_| ())
-        })),
-        ("integration: oneOf is rejected", Box::new(|| {
-            let schema = json!({"type": "object", "additionalProperties": false, "oneOf": [{"required": []}]});
-            expect(s.check_integration_schema(ACCOUNT, IntegrationSchemaKind::Input, &schema.to_string()), Some("keyword-not-allowed")).map(|_| ())
-        })),
-        ("integration: values are validated", Box::new(|| {
-            expect(s.validate_integration(ACCOUNT, int_ref, r#"{"q":"toolong"}"#), Some("string-too-long"))?;
-            expect(s.validate_integration(ACCOUNT, int_ref, r#"{"q":"ok"}"#), None).map(|_| ())
-        })),
-        ("any function: text that is not JSON is one invalid-json violation", Box::new(|| {
-            expect(s.validate_arguments(ACCOUNT, in_ref, "{not json"), Some("invalid-json")).map(|_| ())
-        })),
+                let r = expect(s.shape_interaction(ACCOUNT, &result.to_string()), None)?
+                    .unwrap_or_else(|| unreachable!());
+                if r.public.contains("opref_5d1e") || !r.refs.contains("opref_5d1e") {
+                    return Err(format!("public {} refs {}", r.public, r.refs));
+                }
+                Ok(())
+            }),
+        ),
+        (
+            "interaction: an unknown interaction type is rejected",
+            Box::new(|| {
+                expect(
+                    s.shape_interaction(ACCOUNT, r#"{"type":"execute_now"}"#),
+                    Some("interaction-type-invalid"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "integration: oneOf is rejected",
+            Box::new(|| {
+                let schema = json!({"type": "object", "additionalProperties": false, "oneOf": [{"required": []}]});
+                expect(
+                    s.check_integration_schema(
+                        ACCOUNT,
+                        IntegrationSchemaKind::Input,
+                        &schema.to_string(),
+                    ),
+                    Some("keyword-not-allowed"),
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "integration: values are validated",
+            Box::new(|| {
+                expect(
+                    s.validate_integration(ACCOUNT, int_ref, r#"{"q":"toolong"}"#),
+                    Some("string-too-long"),
+                )?;
+                expect(
+                    s.validate_integration(ACCOUNT, int_ref, r#"{"q":"ok"}"#),
+                    None,
+                )
+                .map(|_| ())
+            }),
+        ),
+        (
+            "any function: text that is not JSON is one invalid-json violation",
+            Box::new(|| {
+                expect(
+                    s.validate_arguments(ACCOUNT, in_ref, "{not json"),
+                    Some("invalid-json"),
+                )
+                .map(|_| ())
+            }),
+        ),
     ];
     cases
         .into_iter()
         .map(|(name, f)| match f() {
-            Ok(()) => SelfTestCase { name, required: !informational(name), passed: true, detail: None },
-            Err(d) => SelfTestCase { name, required: !informational(name), passed: false, detail: Some(d) },
+            Ok(()) => SelfTestCase {
+                name,
+                required: !informational(name),
+                passed: true,
+                detail: None,
+            },
+            Err(d) => SelfTestCase {
+                name,
+                required: !informational(name),
+                passed: false,
+                detail: Some(d),
+            },
         })
         .collect()
 }

@@ -7,7 +7,10 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("cannot read the policy guest {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("the policy guest {name} is not a valid WebAssembly component: {reason}")]
     NotAComponent { name: String, reason: String },
     #[error("the policy guest {name} does not implement the `warden:policy` world: {}", missing.join("; "))]
@@ -36,7 +39,11 @@ pub enum SandboxError {
     #[error("the policy guest broke the world's contract: {0}")]
     Contract(String),
     #[error("{what} is {size} bytes; at most {limit} are accepted")]
-    InputTooLarge { what: &'static str, size: usize, limit: usize },
+    InputTooLarge {
+        what: &'static str,
+        size: usize,
+        limit: usize,
+    },
     #[error("no sandbox instance is available: {0}")]
     Unavailable(String),
 }
@@ -59,6 +66,9 @@ impl SandboxError {
 
     /// True when a guest misbehaved (as opposed to input refused up front).
     pub fn is_guest_fault(&self) -> bool {
-        !matches!(self, SandboxError::InputTooLarge { .. } | SandboxError::Unavailable(_))
+        !matches!(
+            self,
+            SandboxError::InputTooLarge { .. } | SandboxError::Unavailable(_)
+        )
     }
 }

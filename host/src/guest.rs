@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, Linker};
-use wasmtime::Engine;
 
 use crate::bindings::GuestPre;
 use crate::config::SandboxConfig;
@@ -65,9 +65,12 @@ impl GuestSource {
     fn bytes(&self) -> Result<std::borrow::Cow<'_, [u8]>, LoadError> {
         Ok(match self {
             GuestSource::Default => DEFAULT_GUEST.into(),
-            GuestSource::Path(p) => {
-                std::fs::read(p).map_err(|source| LoadError::Read { path: p.clone(), source })?.into()
-            }
+            GuestSource::Path(p) => std::fs::read(p)
+                .map_err(|source| LoadError::Read {
+                    path: p.clone(),
+                    source,
+                })?
+                .into(),
             GuestSource::Bytes { bytes, .. } => bytes.as_slice().into(),
         })
     }
@@ -92,7 +95,11 @@ pub(crate) struct Loaded {
     pub info: GuestInfo,
 }
 
-pub(crate) fn load(engine: &Engine, source: &GuestSource, config: &SandboxConfig) -> Result<Loaded, LoadError> {
+pub(crate) fn load(
+    engine: &Engine,
+    source: &GuestSource,
+    config: &SandboxConfig,
+) -> Result<Loaded, LoadError> {
     let name = source.name();
     let bytes = source.bytes()?;
     let sha256 = hex(&Sha256::digest(&bytes));
@@ -104,23 +111,45 @@ pub(crate) fn load(engine: &Engine, source: &GuestSource, config: &SandboxConfig
     if !missing.is_empty() {
         return Err(LoadError::WorldMismatch { name, missing });
     }
-    let imports = component.component_type().imports(engine).map(|(n, _)| n.to_string()).collect();
+    let imports = component
+        .component_type()
+        .imports(engine)
+        .map(|(n, _)| n.to_string())
+        .collect();
 
     // Link nothing: every import the guest declares becomes a function that
     // traps when called. A policy guest needs no host function at all.
     let mut linker: Linker<StoreState> = Linker::new(engine);
     linker
         .define_unknown_imports_as_traps(&component)
-        .map_err(|e| LoadError::Link { name: name.clone(), reason: format!("{e:#}") })?;
+        .map_err(|e| LoadError::Link {
+            name: name.clone(),
+            reason: format!("{e:#}"),
+        })?;
     let instance_pre = linker
         .instantiate_pre(&component)
-        .map_err(|e| LoadError::Link { name: name.clone(), reason: format!("{e:#}") })?;
+        .map_err(|e| LoadError::Link {
+            name: name.clone(),
+            reason: format!("{e:#}"),
+        })?;
     // Type-checks every function of the export against the world.
     let pre = GuestPre::new(instance_pre).map_err(|e| LoadError::WorldMismatch {
         name: name.clone(),
-        missing: vec![format!("`{WORLD_EXPORT}` does not have the world's types: {e:#}")],
+        missing: vec![format!(
+            "`{WORLD_EXPORT}` does not have the world's types: {e:#}"
+        )],
     })?;
-    Ok(Loaded { pre, info: GuestInfo { name, sha256, size_bytes: bytes.len(), imports, load_ms, from_cache } })
+    Ok(Loaded {
+        pre,
+        info: GuestInfo {
+            name,
+            sha256,
+            size_bytes: bytes.len(),
+            imports,
+            load_ms,
+            from_cache,
+        },
+    })
 }
 
 /// Names what the component lacks of the world (empty when it has it all).
@@ -135,15 +164,26 @@ fn missing_exports(engine: &Engine, component: &Component) -> Vec<String> {
         .map(str::to_string);
     let Some(export) = name.as_deref().and_then(|n| ty.get_export(engine, n)) else {
         let found: Vec<String> = ty.exports(engine).map(|(n, _)| format!("`{n}`")).collect();
-        let found = if found.is_empty() { "nothing".to_string() } else { found.join(", ") };
-        return vec![format!("missing export `{WORLD_EXPORT}` (the component exports {found})")];
+        let found = if found.is_empty() {
+            "nothing".to_string()
+        } else {
+            found.join(", ")
+        };
+        return vec![format!(
+            "missing export `{WORLD_EXPORT}` (the component exports {found})"
+        )];
     };
     let ComponentItem::ComponentInstance(instance) = export.ty else {
         return vec![format!("export `{WORLD_EXPORT}` is not an instance")];
     };
     WORLD_FUNCTIONS
         .iter()
-        .filter(|f| !matches!(instance.get_export(engine, f).map(|e| e.ty), Some(ComponentItem::ComponentFunc(_))))
+        .filter(|f| {
+            !matches!(
+                instance.get_export(engine, f).map(|e| e.ty),
+                Some(ComponentItem::ComponentFunc(_))
+            )
+        })
         .map(|f| format!("missing function `{f}` in `{WORLD_EXPORT}`"))
         .collect()
 }
@@ -155,7 +195,10 @@ fn compile(
     sha256: &str,
     config: &SandboxConfig,
 ) -> Result<(Component, bool), LoadError> {
-    let not_component = |e: wasmtime::Error| LoadError::NotAComponent { name: name.to_string(), reason: format!("{e:#}") };
+    let not_component = |e: wasmtime::Error| LoadError::NotAComponent {
+        name: name.to_string(),
+        reason: format!("{e:#}"),
+    };
     let Some(dir) = &config.cache_dir else {
         return Ok((Component::new(engine, bytes).map_err(not_component)?, false));
     };

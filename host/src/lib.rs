@@ -31,12 +31,13 @@ mod pool;
 mod sandbox;
 mod types;
 
-pub use check::{check_guest, check_guest_with, GuestCheckReport, SelfTestCase};
+pub use check::{GuestCheckReport, SelfTestCase, check_guest, check_guest_with};
 pub use config::SandboxConfig;
 pub use error::{LoadError, SandboxError};
 pub use guest::{GuestInfo, GuestSource, WORLD_EXPORT, WORLD_FUNCTIONS};
 pub use pool::PoolStats;
 pub use sandbox::Sandbox;
 pub use types::{
-    DefinitionOptions, IntegrationSchemaKind, InteractionKind, SchemaRef, ShapedInteraction, Verdict, Violation,
+    DefinitionOptions, IntegrationSchemaKind, InteractionKind, SchemaRef, ShapedInteraction,
+    Verdict, Violation,
 };

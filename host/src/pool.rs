@@ -29,7 +29,12 @@ pub(crate) struct Limiter {
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.memory_limit {
             self.hit = Some(LimitHit::Memory);
             return Err(wasmtime::Error::msg("memory limit exceeded"));
@@ -37,7 +42,12 @@ impl ResourceLimiter for Limiter {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.table_elements {
             self.hit = Some(LimitHit::Table);
             return Err(wasmtime::Error::msg("table limit exceeded"));
@@ -183,8 +193,16 @@ impl Pool {
 
     fn classify(&self, e: wasmtime::Error, hit: Option<LimitHit>) -> SandboxError {
         match hit {
-            Some(LimitHit::Memory) => return SandboxError::MemoryLimit { limit: self.config.memory_limit },
-            Some(LimitHit::Table) => return SandboxError::TableLimit { limit: self.config.table_elements },
+            Some(LimitHit::Memory) => {
+                return SandboxError::MemoryLimit {
+                    limit: self.config.memory_limit,
+                };
+            }
+            Some(LimitHit::Table) => {
+                return SandboxError::TableLimit {
+                    limit: self.config.table_elements,
+                };
+            }
             None => {}
         }
         match e.downcast_ref::<Trap>() {
@@ -220,7 +238,12 @@ impl Pool {
                 Ok(guest) => {
                     self.instantiated.fetch_add(1, Ordering::Relaxed);
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Live { store, guest, calls: 0, id });
+                    return Ok(Live {
+                        store,
+                        guest,
+                        calls: 0,
+                        id,
+                    });
                 }
                 Err(e) if attempt == 0 && self.evict_one() => {
                     // The pool was full of idle instances of other accounts.
@@ -250,14 +273,19 @@ impl Pool {
     }
 
     fn checkin(&self, account: &str, live: Live) {
-        let Ok(mut idle) = self.idle.lock() else { return };
+        let Ok(mut idle) = self.idle.lock() else {
+            return;
+        };
         idle.clock += 1;
         let clock = idle.clock;
         // No allocation on the hot path: the account's entry usually exists.
         if !idle.by_account.contains_key(account) {
-            idle.by_account.insert(account.to_string(), (clock, Vec::new()));
+            idle.by_account
+                .insert(account.to_string(), (clock, Vec::new()));
         }
-        let Some(entry) = idle.by_account.get_mut(account) else { return };
+        let Some(entry) = idle.by_account.get_mut(account) else {
+            return;
+        };
         entry.0 = clock;
         if entry.1.len() >= self.config.max_idle_per_account {
             return; // dropped: enough idle instances for this account
@@ -272,7 +300,10 @@ impl Pool {
     }
 
     fn evict_one(&self) -> bool {
-        self.idle.lock().map(|mut i| evict_lru(&mut i)).unwrap_or(false)
+        self.idle
+            .lock()
+            .map(|mut i| evict_lru(&mut i))
+            .unwrap_or(false)
     }
 
     /// Drops the idle instances of `account`.
@@ -288,13 +319,23 @@ impl Pool {
     pub fn idle_ids(&self, account: &str) -> Vec<u64> {
         self.idle
             .lock()
-            .map(|i| i.by_account.get(account).map(|(_, l)| l.iter().map(|x| x.id).collect()).unwrap_or_default())
+            .map(|i| {
+                i.by_account
+                    .get(account)
+                    .map(|(_, l)| l.iter().map(|x| x.id).collect())
+                    .unwrap_or_default()
+            })
             .unwrap_or_default()
     }
 }
 
 fn evict_lru(idle: &mut Idle) -> bool {
-    let Some(account) = idle.by_account.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone()) else {
+    let Some(account) = idle
+        .by_account
+        .iter()
+        .min_by_key(|(_, (t, _))| *t)
+        .map(|(k, _)| k.clone())
+    else {
         return false;
     };
     if let Some((_, list)) = idle.by_account.get_mut(&account) {

@@ -41,15 +41,25 @@ impl Sandbox {
     /// compilation), refuses it if it does not export the world, and
     /// instantiates it once to make sure it starts within its limits.
     pub fn load_with(source: GuestSource, config: SandboxConfig) -> Result<Sandbox, LoadError> {
-        let engine = config.engine().map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+        let engine = config
+            .engine()
+            .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         let loaded = guest::load(&engine, &source, &config)?;
         let name = loaded.info.name.clone();
-        let sandbox = Sandbox { inner: Arc::new(Inner { pool: Pool::new(engine, loaded.pre, config), info: loaded.info }) };
+        let sandbox = Sandbox {
+            inner: Arc::new(Inner {
+                pool: Pool::new(engine, loaded.pre, config),
+                info: loaded.info,
+            }),
+        };
         sandbox
             .inner
             .pool
             .call("warden:load-probe", |_, _| Ok(()))
-            .map_err(|e| LoadError::Link { name, reason: format!("the guest does not start: {e}") })?;
+            .map_err(|e| LoadError::Link {
+                name,
+                reason: format!("the guest does not start: {e}"),
+            })?;
         sandbox.inner.pool.forget("warden:load-probe");
         Ok(sandbox)
     }
@@ -83,11 +93,17 @@ impl Sandbox {
         definition: &str,
         options: DefinitionOptions,
     ) -> Result<Verdict<()>, SandboxError> {
-        self.input("the capability definition", definition, self.config().max_document_bytes)?;
+        self.input(
+            "the capability definition",
+            definition,
+            self.config().max_document_bytes,
+        )?;
         let opts = v::DefinitionOptions::from(options);
         let max_out = self.config().max_output_bytes;
         self.inner.pool.call(account, |store, g| {
-            let r = g.warden_policy_validator().call_check_definition(store, definition, opts)?;
+            let r = g
+                .warden_policy_validator()
+                .call_check_definition(store, definition, opts)?;
             verdict(r, max_out, |_| 0)
         })
     }
@@ -104,7 +120,9 @@ impl Sandbox {
         let s = bindings::schema_ref(input_schema);
         let max_out = self.config().max_output_bytes;
         self.inner.pool.call(account, |store, g| {
-            let r = g.warden_policy_validator().call_validate_arguments(store, s, arguments)?;
+            let r = g
+                .warden_policy_validator()
+                .call_validate_arguments(store, s, arguments)?;
             verdict(r, max_out, |_| 0)
         })
     }
@@ -118,11 +136,17 @@ impl Sandbox {
         endpoint_result: &str,
     ) -> Result<Verdict<String>, SandboxError> {
         self.schema(output_schema)?;
-        self.input("the endpoint result", endpoint_result, self.config().max_document_bytes)?;
+        self.input(
+            "the endpoint result",
+            endpoint_result,
+            self.config().max_document_bytes,
+        )?;
         let s = bindings::schema_ref(output_schema);
         let max_out = self.config().max_output_bytes;
         self.inner.pool.call(account, |store, g| {
-            let r = g.warden_policy_validator().call_prune_output(store, s, endpoint_result)?;
+            let r = g
+                .warden_policy_validator()
+                .call_prune_output(store, s, endpoint_result)?;
             let out = verdict(r, max_out, String::len)?;
             if let Ok(text) = &out {
                 json_object_or_value(text, "prune-output")?;
@@ -138,10 +162,16 @@ impl Sandbox {
         account: &str,
         endpoint_result: &str,
     ) -> Result<Verdict<ShapedInteraction>, SandboxError> {
-        self.input("the endpoint result", endpoint_result, self.config().max_document_bytes)?;
+        self.input(
+            "the endpoint result",
+            endpoint_result,
+            self.config().max_document_bytes,
+        )?;
         let max_out = self.config().max_output_bytes;
         self.inner.pool.call(account, |store, g| {
-            let r = g.warden_policy_validator().call_shape_interaction(store, endpoint_result)?;
+            let r = g
+                .warden_policy_validator()
+                .call_shape_interaction(store, endpoint_result)?;
             let size = |s: &v::ShapedInteraction| {
                 s.public.len() + s.refs.len() + s.assistant_text.as_ref().map_or(0, String::len)
             };
@@ -171,7 +201,11 @@ impl Sandbox {
         self.input("the schema", schema, self.config().max_schema_bytes)?;
         let max_out = self.config().max_output_bytes;
         self.inner.pool.call(account, |store, g| {
-            let r = g.warden_policy_validator().call_check_integration_schema(store, kind.into(), schema)?;
+            let r = g.warden_policy_validator().call_check_integration_schema(
+                store,
+                kind.into(),
+                schema,
+            )?;
             verdict(r, max_out, |_| 0)
         })
     }
@@ -188,14 +222,20 @@ impl Sandbox {
         let s = bindings::schema_ref(schema);
         let max_out = self.config().max_output_bytes;
         self.inner.pool.call(account, |store, g| {
-            let r = g.warden_policy_validator().call_validate_integration(store, s, value)?;
+            let r = g
+                .warden_policy_validator()
+                .call_validate_integration(store, s, value)?;
             verdict(r, max_out, |_| 0)
         })
     }
 
     fn input(&self, what: &'static str, text: &str, limit: usize) -> Result<(), SandboxError> {
         if text.len() > limit {
-            return Err(SandboxError::InputTooLarge { what, size: text.len(), limit });
+            return Err(SandboxError::InputTooLarge {
+                what,
+                size: text.len(),
+                limit,
+            });
         }
         Ok(())
     }
@@ -217,13 +257,18 @@ fn verdict<T>(
         Ok(value) => {
             let size = size_of(&value);
             if size > max_out {
-                return Err(Fault::Refused(SandboxError::OutputTooLarge { size, limit: max_out }));
+                return Err(Fault::Refused(SandboxError::OutputTooLarge {
+                    size,
+                    limit: max_out,
+                }));
             }
             Ok(Ok(value))
         }
         Err(list) => {
             if list.is_empty() {
-                return Err(Fault::Refused(SandboxError::Contract("an error with no violation".into())));
+                return Err(Fault::Refused(SandboxError::Contract(
+                    "an error with no violation".into(),
+                )));
             }
             if list.len() > MAX_VIOLATIONS {
                 return Err(Fault::Refused(SandboxError::Contract(format!(
@@ -231,9 +276,15 @@ fn verdict<T>(
                     list.len()
                 ))));
             }
-            let size: usize = list.iter().map(|v| v.pointer.len() + v.rule.len() + v.message.len()).sum();
+            let size: usize = list
+                .iter()
+                .map(|v| v.pointer.len() + v.rule.len() + v.message.len())
+                .sum();
             if size > max_out {
-                return Err(Fault::Refused(SandboxError::OutputTooLarge { size, limit: max_out }));
+                return Err(Fault::Refused(SandboxError::OutputTooLarge {
+                    size,
+                    limit: max_out,
+                }));
             }
             Ok(Err(list.into_iter().map(Violation::from).collect()))
         }

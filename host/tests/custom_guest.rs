@@ -5,7 +5,7 @@
 mod common;
 
 use serde_json::json;
-use warden_host::{check_guest, DefinitionOptions, GuestSource, Sandbox, SchemaRef};
+use warden_host::{DefinitionOptions, GuestSource, Sandbox, SchemaRef, check_guest};
 
 fn definition(name: &str) -> String {
     json!({
@@ -31,18 +31,46 @@ fn the_custom_guest_adds_its_house_rule() {
     let opts = DefinitionOptions::default();
 
     // The default guest accepts an unprefixed name; the custom one does not.
-    assert_eq!(default.check_definition("acct", &definition("order_status"), opts).unwrap(), Ok(()));
-    let v = custom.check_definition("acct", &definition("order_status"), opts).unwrap().unwrap_err();
-    assert_eq!((v[0].pointer.as_str(), v[0].rule.as_str()), ("/name", "name-prefix-required"));
-    assert_eq!(custom.check_definition("acct", &definition("acme_order_status"), opts).unwrap(), Ok(()));
+    assert_eq!(
+        default
+            .check_definition("acct", &definition("order_status"), opts)
+            .unwrap(),
+        Ok(())
+    );
+    let v = custom
+        .check_definition("acct", &definition("order_status"), opts)
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(
+        (v[0].pointer.as_str(), v[0].rule.as_str()),
+        ("/name", "name-prefix-required")
+    );
+    assert_eq!(
+        custom
+            .check_definition("acct", &definition("acme_order_status"), opts)
+            .unwrap(),
+        Ok(())
+    );
 
     // Everything else is the default rules.
     let mut bad = serde_json::from_str::<serde_json::Value>(&definition("acme_x")).unwrap();
     bad["side_effect"] = json!("write");
-    let v = custom.check_definition("acct", &bad.to_string(), opts).unwrap().unwrap_err();
+    let v = custom
+        .check_definition("acct", &bad.to_string(), opts)
+        .unwrap()
+        .unwrap_err();
     assert_eq!(v[0].rule, "side-effect-not-read");
     let schema = r#"{"type":"object","additionalProperties":false,"properties":{"q":{"type":"string","maxLength":2}}}"#;
-    let v = custom.validate_arguments("acct", SchemaRef { key: "k", text: schema }, r#"{"q":"long"}"#).unwrap();
+    let v = custom
+        .validate_arguments(
+            "acct",
+            SchemaRef {
+                key: "k",
+                text: schema,
+            },
+            r#"{"q":"long"}"#,
+        )
+        .unwrap();
     assert_eq!(v.unwrap_err()[0].rule, "string-too-long");
 }
 
@@ -57,5 +85,12 @@ fn guest_check_reports_the_custom_guest_fit_with_its_stricter_acceptance() {
     let failed: Vec<_> = report.self_test.iter().filter(|c| !c.passed).collect();
     assert!(!failed.is_empty());
     assert!(failed.iter().all(|c| !c.required), "{failed:#?}");
-    assert!(failed.iter().any(|c| c.detail.as_deref().unwrap_or("").contains("name-prefix-required")), "{failed:#?}");
+    assert!(
+        failed.iter().any(|c| c
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("name-prefix-required")),
+        "{failed:#?}"
+    );
 }

@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use warden_host::{
-    check_guest_with, DefinitionOptions, GuestSource, InteractionKind, Sandbox, SandboxConfig, SchemaRef,
+    DefinitionOptions, GuestSource, InteractionKind, Sandbox, SandboxConfig, SchemaRef,
+    check_guest_with,
 };
 
 const INPUT: &str = r#"{"type":"object","additionalProperties":false,"required":["q"],
@@ -28,56 +29,115 @@ fn the_default_guest_passes_its_self_test() {
 #[test]
 fn validate_prune_and_shape() {
     let s = sandbox();
-    let input = SchemaRef { key: "cap_1@1/input", text: INPUT };
-    assert_eq!(s.validate_arguments("acct", input, r#"{"q":"abc"}"#).unwrap(), Ok(()));
-    let v = s.validate_arguments("acct", input, r#"{"q":"ABC","z":1}"#).unwrap().unwrap_err();
-    let rules: Vec<_> = v.iter().map(|v| (v.pointer.as_str(), v.rule.as_str())).collect();
-    assert_eq!(rules, vec![("/q", "pattern-mismatch"), ("/z", "property-not-allowed")]);
+    let input = SchemaRef {
+        key: "cap_1@1/input",
+        text: INPUT,
+    };
+    assert_eq!(
+        s.validate_arguments("acct", input, r#"{"q":"abc"}"#)
+            .unwrap(),
+        Ok(())
+    );
+    let v = s
+        .validate_arguments("acct", input, r#"{"q":"ABC","z":1}"#)
+        .unwrap()
+        .unwrap_err();
+    let rules: Vec<_> = v
+        .iter()
+        .map(|v| (v.pointer.as_str(), v.rule.as_str()))
+        .collect();
+    assert_eq!(
+        rules,
+        vec![("/q", "pattern-mismatch"), ("/z", "property-not-allowed")]
+    );
 
-    let output = SchemaRef { key: "cap_1@1/output", text: OUTPUT };
-    let pruned = s.prune_output("acct", output, r#"{"name":"x","secret_internal":1}"#).unwrap().unwrap();
+    let output = SchemaRef {
+        key: "cap_1@1/output",
+        text: OUTPUT,
+    };
+    let pruned = s
+        .prune_output("acct", output, r#"{"name":"x","secret_internal":1}"#)
+        .unwrap()
+        .unwrap();
     assert_eq!(pruned, r#"{"name":"x"}"#);
 
-    let shaped = s.shape_interaction("acct", r#"{"type":"not_found"}"#).unwrap().unwrap();
+    let shaped = s
+        .shape_interaction("acct", r#"{"type":"not_found"}"#)
+        .unwrap()
+        .unwrap();
     assert_eq!(shaped.kind, InteractionKind::NotFound);
-    assert_eq!(shaped.assistant_text.as_deref(), Some("No hay una operación disponible para esta consulta."));
+    assert_eq!(
+        shaped.assistant_text.as_deref(),
+        Some("No hay una operación disponible para esta consulta.")
+    );
 }
 
 #[test]
 fn a_reused_key_with_a_new_schema_is_not_served_from_cache() {
     let s = sandbox();
-    let a = SchemaRef { key: "same-key", text: INPUT };
-    assert!(s.validate_arguments("acct", a, r#"{"q":"abc"}"#).unwrap().is_ok());
+    let a = SchemaRef {
+        key: "same-key",
+        text: INPUT,
+    };
+    assert!(
+        s.validate_arguments("acct", a, r#"{"q":"abc"}"#)
+            .unwrap()
+            .is_ok()
+    );
     let b = SchemaRef {
         key: "same-key",
         text: r#"{"type":"object","additionalProperties":false,"properties":{"n":{"type":"integer"}}}"#,
     };
-    let v = s.validate_arguments("acct", b, r#"{"q":"abc"}"#).unwrap().unwrap_err();
+    let v = s
+        .validate_arguments("acct", b, r#"{"q":"abc"}"#)
+        .unwrap()
+        .unwrap_err();
     assert_eq!(v[0].rule, "property-not-allowed");
 }
 
 #[test]
 fn instances_are_reused_per_account_and_never_across_accounts() {
     let s = sandbox();
-    let input = SchemaRef { key: "k", text: INPUT };
-    s.validate_arguments("account-a", input, r#"{"q":"a"}"#).unwrap().unwrap();
+    let input = SchemaRef {
+        key: "k",
+        text: INPUT,
+    };
+    s.validate_arguments("account-a", input, r#"{"q":"a"}"#)
+        .unwrap()
+        .unwrap();
     let a_ids = s.idle_instance_ids("account-a");
     assert_eq!(a_ids.len(), 1);
-    s.validate_arguments("account-b", input, r#"{"q":"a"}"#).unwrap().unwrap();
+    s.validate_arguments("account-b", input, r#"{"q":"a"}"#)
+        .unwrap()
+        .unwrap();
     let b_ids = s.idle_instance_ids("account-b");
     assert_eq!(b_ids.len(), 1);
     assert_ne!(a_ids, b_ids, "account b must get its own instance");
-    s.validate_arguments("account-a", input, r#"{"q":"a"}"#).unwrap().unwrap();
-    assert_eq!(s.idle_instance_ids("account-a"), a_ids, "account a reuses its own instance");
+    s.validate_arguments("account-a", input, r#"{"q":"a"}"#)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.idle_instance_ids("account-a"),
+        a_ids,
+        "account a reuses its own instance"
+    );
 }
 
 #[test]
 fn instances_are_recycled_after_their_call_quota() {
-    let config = SandboxConfig { max_calls_per_instance: 3, ..SandboxConfig::default() };
+    let config = SandboxConfig {
+        max_calls_per_instance: 3,
+        ..SandboxConfig::default()
+    };
     let s = Sandbox::load_with(GuestSource::Default, config).unwrap();
-    let input = SchemaRef { key: "k", text: INPUT };
+    let input = SchemaRef {
+        key: "k",
+        text: INPUT,
+    };
     for _ in 0..7 {
-        s.validate_arguments("acct", input, r#"{"q":"a"}"#).unwrap().unwrap();
+        s.validate_arguments("acct", input, r#"{"q":"a"}"#)
+            .unwrap()
+            .unwrap();
     }
     let stats = s.stats();
     assert_eq!(stats.recycled, 2, "{stats:?}");
@@ -94,9 +154,20 @@ fn loopback_is_a_switch_of_the_host() {
         "side_effect": "read"
     })
     .to_string();
-    let prod = s.check_definition("acct", &def, DefinitionOptions::default()).unwrap().unwrap_err();
+    let prod = s
+        .check_definition("acct", &def, DefinitionOptions::default())
+        .unwrap()
+        .unwrap_err();
     assert_eq!(prod[0].rule, "url-localhost");
-    let dev = s.check_definition("acct", &def, DefinitionOptions { allow_loopback_http: true }).unwrap();
+    let dev = s
+        .check_definition(
+            "acct",
+            &def,
+            DefinitionOptions {
+                allow_loopback_http: true,
+            },
+        )
+        .unwrap();
     assert_eq!(dev, Ok(()));
 }
 
@@ -104,7 +175,16 @@ fn loopback_is_a_switch_of_the_host() {
 fn oversized_input_is_refused_before_the_guest() {
     let s = sandbox();
     let big = "x".repeat(s.config().max_schema_bytes + 1);
-    let e = s.validate_arguments("acct", SchemaRef { key: "k", text: INPUT }, &big).unwrap_err();
+    let e = s
+        .validate_arguments(
+            "acct",
+            SchemaRef {
+                key: "k",
+                text: INPUT,
+            },
+            &big,
+        )
+        .unwrap_err();
     assert_eq!(e.code(), "INPUT_TOO_LARGE");
     assert!(!e.is_guest_fault());
 }
@@ -113,23 +193,52 @@ fn oversized_input_is_refused_before_the_guest() {
 fn load_time_is_reported() {
     let started = Instant::now();
     let s = sandbox();
-    eprintln!("default guest: {:?} (compile {:.1} ms) total {:?}", s.info(), s.info().load_ms, started.elapsed());
-    assert!(s.info().imports.iter().all(|i| i.starts_with("wasi:")), "{:?}", s.info().imports);
+    eprintln!(
+        "default guest: {:?} (compile {:.1} ms) total {:?}",
+        s.info(),
+        s.info().load_ms,
+        started.elapsed()
+    );
+    assert!(
+        s.info().imports.iter().all(|i| i.starts_with("wasi:")),
+        "{:?}",
+        s.info().imports
+    );
 }
 
 #[test]
 fn a_precompiled_cache_makes_the_next_start_fast() {
     let dir = std::env::temp_dir().join(format!("warden-host-cache-test-{}", std::process::id()));
-    let config = SandboxConfig { cache_dir: Some(dir.clone()), ..SandboxConfig::default() };
+    let config = SandboxConfig {
+        cache_dir: Some(dir.clone()),
+        ..SandboxConfig::default()
+    };
     let first = Sandbox::load_with(GuestSource::Default, config.clone()).unwrap();
     assert!(!first.info().from_cache);
-    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     let second = Sandbox::load_with(GuestSource::Default, config.clone()).unwrap();
     assert!(second.info().from_cache);
-    assert!(second.info().load_ms < first.info().load_ms / 5.0, "{} vs {}", second.info().load_ms, first.info().load_ms);
-    let input = SchemaRef { key: "k", text: INPUT };
-    assert_eq!(second.validate_arguments("acct", input, r#"{"q":"abc"}"#).unwrap(), Ok(()));
+    assert!(
+        second.info().load_ms < first.info().load_ms / 5.0,
+        "{} vs {}",
+        second.info().load_ms,
+        first.info().load_ms
+    );
+    let input = SchemaRef {
+        key: "k",
+        text: INPUT,
+    };
+    assert_eq!(
+        second
+            .validate_arguments("acct", input, r#"{"q":"abc"}"#)
+            .unwrap(),
+        Ok(())
+    );
     // A corrupt cache file is replaced, not trusted. (Drop the sandboxes
     // first: their code is mapped from that file, which the cache itself
     // only ever replaces by rename, never rewrites in place.)
@@ -138,7 +247,12 @@ fn a_precompiled_cache_makes_the_next_start_fast() {
     std::fs::write(&file, b"garbage").unwrap();
     let third = Sandbox::load_with(GuestSource::Default, config).unwrap();
     assert!(!third.info().from_cache);
-    assert_eq!(third.validate_arguments("acct", input, r#"{"q":"abc"}"#).unwrap(), Ok(()));
+    assert_eq!(
+        third
+            .validate_arguments("acct", input, r#"{"q":"abc"}"#)
+            .unwrap(),
+        Ok(())
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -150,8 +264,15 @@ fn concurrent_calls_of_one_account_each_get_their_own_instance() {
             let s = s.clone();
             std::thread::spawn(move || {
                 for _ in 0..50 {
-                    let input = SchemaRef { key: "k", text: INPUT };
-                    assert_eq!(s.validate_arguments("shared", input, r#"{"q":"abc"}"#).unwrap(), Ok(()));
+                    let input = SchemaRef {
+                        key: "k",
+                        text: INPUT,
+                    };
+                    assert_eq!(
+                        s.validate_arguments("shared", input, r#"{"q":"abc"}"#)
+                            .unwrap(),
+                        Ok(())
+                    );
                 }
             })
         })

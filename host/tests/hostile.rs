@@ -7,7 +7,9 @@ mod common;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use warden_host::{GuestSource, IntegrationSchemaKind, LoadError, Sandbox, SandboxError, SchemaRef};
+use warden_host::{
+    GuestSource, IntegrationSchemaKind, LoadError, Sandbox, SandboxError, SchemaRef,
+};
 
 const SCHEMA: SchemaRef<'static> = SchemaRef {
     key: "k",
@@ -20,12 +22,15 @@ fn healthy() -> &'static Sandbox {
 }
 
 fn load(name: &str) -> Sandbox {
-    Sandbox::load(GuestSource::Path(common::hostile(name))).unwrap_or_else(|e| panic!("{name} loads: {e}"))
+    Sandbox::load(GuestSource::Path(common::hostile(name)))
+        .unwrap_or_else(|e| panic!("{name} loads: {e}"))
 }
 
 /// The healthy guest still answers, in this same process.
 fn healthy_still_works() {
-    let v = healthy().validate_arguments("acct-healthy", SCHEMA, r#"{"q":"abc"}"#).unwrap();
+    let v = healthy()
+        .validate_arguments("acct-healthy", SCHEMA, r#"{"q":"abc"}"#)
+        .unwrap();
     assert_eq!(v, Ok(()));
 }
 
@@ -33,7 +38,10 @@ fn healthy_still_works() {
 fn faulted_instance_not_reused(s: &Sandbox, account: &str, faults_so_far: u64) {
     let stats = s.stats();
     assert_eq!(stats.discarded_after_fault, faults_so_far, "{stats:?}");
-    assert!(s.idle_instance_ids(account).is_empty(), "a faulted instance is back in the pool");
+    assert!(
+        s.idle_instance_ids(account).is_empty(),
+        "a faulted instance is back in the pool"
+    );
 }
 
 #[test]
@@ -46,9 +54,16 @@ fn an_infinite_loop_is_stopped_within_100_ms() {
         assert!(matches!(err, SandboxError::Deadline(_)), "{err:?}");
         assert_eq!(err.code(), "GUEST_DEADLINE");
         assert!(took < Duration::from_millis(100), "stopped after {took:?}");
-        assert!(took >= s.config().deadline - s.config().epoch_tick, "stopped too early: {took:?}");
+        assert!(
+            took >= s.config().deadline - s.config().epoch_tick,
+            "stopped too early: {took:?}"
+        );
         faulted_instance_not_reused(&s, "acct", round);
-        assert_eq!(s.stats().instantiated, round + 1, "each call needs a fresh instance (plus the load probe)");
+        assert_eq!(
+            s.stats().instantiated,
+            round + 1,
+            "each call needs a fresh instance (plus the load probe)"
+        );
     }
     healthy_still_works();
 }
@@ -58,8 +73,15 @@ fn unbounded_memory_growth_hits_the_limit() {
     let s = load("grow");
     let started = Instant::now();
     let err = s.prune_output("acct", SCHEMA, "{}").unwrap_err();
-    assert!(matches!(err, SandboxError::MemoryLimit { limit } if limit == 64 << 20), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
+    assert!(
+        matches!(err, SandboxError::MemoryLimit { limit } if limit == 64 << 20),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        started.elapsed()
+    );
     faulted_instance_not_reused(&s, "acct", 1);
     // Again: the pool slot was reclaimed, the next instance starts clean.
     let err = s.prune_output("acct", SCHEMA, "{}").unwrap_err();
@@ -72,7 +94,9 @@ fn unbounded_memory_growth_hits_the_limit() {
 fn a_panic_is_a_trap() {
     let s = load("trap");
     let started = Instant::now();
-    let err = s.check_definition("acct", "{}", Default::default()).unwrap_err();
+    let err = s
+        .check_definition("acct", "{}", Default::default())
+        .unwrap_err();
     assert!(matches!(err, SandboxError::Trap(_)), "{err:?}");
     assert!(started.elapsed() < Duration::from_millis(100));
     faulted_instance_not_reused(&s, "acct", 1);
@@ -83,10 +107,16 @@ fn a_panic_is_a_trap() {
 fn a_huge_answer_is_refused() {
     let s = load("huge");
     let err = s.prune_output("acct", SCHEMA, "{}").unwrap_err();
-    assert!(matches!(err, SandboxError::OutputTooLarge { size, .. } if size > 8 << 20), "{err:?}");
+    assert!(
+        matches!(err, SandboxError::OutputTooLarge { size, .. } if size > 8 << 20),
+        "{err:?}"
+    );
     faulted_instance_not_reused(&s, "acct", 1);
     let err = s.validate_arguments("acct", SCHEMA, "{}").unwrap_err();
-    assert!(matches!(err, SandboxError::Contract(_)), "5000 violations: {err:?}");
+    assert!(
+        matches!(err, SandboxError::Contract(_)),
+        "5000 violations: {err:?}"
+    );
     faulted_instance_not_reused(&s, "acct", 2);
     healthy_still_works();
 }
@@ -95,9 +125,15 @@ fn a_huge_answer_is_refused() {
 fn breaking_the_error_contract_is_a_fault() {
     let s = load("no-violations");
     let err = s.validate_arguments("acct", SCHEMA, "{}").unwrap_err();
-    assert!(matches!(&err, SandboxError::Contract(m) if m.contains("no violation")), "{err:?}");
+    assert!(
+        matches!(&err, SandboxError::Contract(m) if m.contains("no violation")),
+        "{err:?}"
+    );
     let err = s.prune_output("acct", SCHEMA, "{}").unwrap_err();
-    assert!(matches!(&err, SandboxError::Contract(m) if m.contains("not JSON")), "{err:?}");
+    assert!(
+        matches!(&err, SandboxError::Contract(m) if m.contains("not JSON")),
+        "{err:?}"
+    );
     faulted_instance_not_reused(&s, "acct", 2);
 }
 
@@ -105,11 +141,28 @@ fn breaking_the_error_contract_is_a_fault() {
 fn the_guest_cannot_reach_environment_clock_filesystem_stdout_or_randomness() {
     let s = load("snoop");
     let results = [
-        ("environment", s.check_definition("acct", "{}", Default::default()).map(|_| ())),
-        ("clock", s.validate_arguments("acct", SCHEMA, "{}").map(|_| ())),
-        ("filesystem", s.prune_output("acct", SCHEMA, "{}").map(|_| ())),
-        ("randomness", s.check_integration_schema("acct", IntegrationSchemaKind::Input, "{}").map(|_| ())),
-        ("stdout", s.validate_integration("acct", SCHEMA, "{}").map(|_| ())),
+        (
+            "environment",
+            s.check_definition("acct", "{}", Default::default())
+                .map(|_| ()),
+        ),
+        (
+            "clock",
+            s.validate_arguments("acct", SCHEMA, "{}").map(|_| ()),
+        ),
+        (
+            "filesystem",
+            s.prune_output("acct", SCHEMA, "{}").map(|_| ()),
+        ),
+        (
+            "randomness",
+            s.check_integration_schema("acct", IntegrationSchemaKind::Input, "{}")
+                .map(|_| ()),
+        ),
+        (
+            "stdout",
+            s.validate_integration("acct", SCHEMA, "{}").map(|_| ()),
+        ),
     ];
     for (what, r) in results {
         let err = r.expect_err(what);
@@ -121,22 +174,46 @@ fn the_guest_cannot_reach_environment_clock_filesystem_stdout_or_randomness() {
 
 #[test]
 fn a_component_of_another_world_is_refused_naming_what_is_missing() {
-    let err = Sandbox::load(GuestSource::Path(common::hostile("wrong-world"))).err().expect("refused");
-    let LoadError::WorldMismatch { missing, .. } = &err else { panic!("{err:?}") };
+    let err = Sandbox::load(GuestSource::Path(common::hostile("wrong-world")))
+        .err()
+        .expect("refused");
+    let LoadError::WorldMismatch { missing, .. } = &err else {
+        panic!("{err:?}")
+    };
     let text = err.to_string();
-    assert!(text.contains("missing export `warden:policy/validator@0.1.0`"), "{text}");
-    assert!(text.contains("acme:greeter/hello@1.0.0"), "names what it does export: {text}");
+    assert!(
+        text.contains("missing export `warden:policy/validator@0.1.0`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("acme:greeter/hello@1.0.0"),
+        "names what it does export: {text}"
+    );
     assert_eq!(missing.len(), 1);
 }
 
 #[test]
 fn a_component_missing_functions_is_refused_naming_each() {
-    let err = Sandbox::load(GuestSource::Path(common::hostile("partial-world"))).err().expect("refused");
+    let err = Sandbox::load(GuestSource::Path(common::hostile("partial-world")))
+        .err()
+        .expect("refused");
     let text = err.to_string();
-    for f in ["validate-arguments", "prune-output", "shape-interaction", "check-integration-schema", "validate-integration"] {
-        assert!(text.contains(&format!("missing function `{f}`")), "{f}: {text}");
+    for f in [
+        "validate-arguments",
+        "prune-output",
+        "shape-interaction",
+        "check-integration-schema",
+        "validate-integration",
+    ] {
+        assert!(
+            text.contains(&format!("missing function `{f}`")),
+            "{f}: {text}"
+        );
     }
-    assert!(!text.contains("missing function `check-definition`"), "{text}");
+    assert!(
+        !text.contains("missing function `check-definition`"),
+        "{text}"
+    );
     // The guest exports validator@0.1.7: found as semver-compatible with
     // 0.1.0, so the report is about its functions, not a missing export.
     assert!(!text.contains("missing export"), "{text}");
@@ -144,8 +221,15 @@ fn a_component_missing_functions_is_refused_naming_each() {
 
 #[test]
 fn bytes_that_are_not_a_component_are_refused() {
-    let err = Sandbox::load(GuestSource::Bytes { name: "junk".into(), bytes: b"\0asm junk".to_vec() }).err().unwrap();
+    let err = Sandbox::load(GuestSource::Bytes {
+        name: "junk".into(),
+        bytes: b"\0asm junk".to_vec(),
+    })
+    .err()
+    .unwrap();
     assert!(matches!(err, LoadError::NotAComponent { .. }), "{err:?}");
-    let err = Sandbox::load(GuestSource::Path("/nonexistent/guest.wasm".into())).err().unwrap();
+    let err = Sandbox::load(GuestSource::Path("/nonexistent/guest.wasm".into()))
+        .err()
+        .unwrap();
     assert!(matches!(err, LoadError::Read { .. }), "{err:?}");
 }

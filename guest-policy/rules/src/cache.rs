@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use crate::schema::{compile_text, Dialect, Schema};
+use crate::schema::{Dialect, Schema, compile_text};
 use crate::violation::Violation;
 
 pub const MAX_ENTRIES: usize = 256;
@@ -39,14 +39,21 @@ impl SchemaCache {
 
     /// The compiled schema for `(key, text)`, compiling on a miss. A schema
     /// that does not compile is not cached; its violations are returned.
-    pub fn get(&mut self, dialect: Dialect, key: &str, text: &str) -> Result<Rc<Schema>, Vec<Violation>> {
+    pub fn get(
+        &mut self,
+        dialect: Dialect,
+        key: &str,
+        text: &str,
+    ) -> Result<Rc<Schema>, Vec<Violation>> {
         self.clock += 1;
         if let Some(e) = self.entries.get_mut(key)
-            && e.dialect == dialect && e.text == text {
-                e.stamp = self.clock;
-                self.hits += 1;
-                return Ok(e.schema.clone());
-            }
+            && e.dialect == dialect
+            && e.text == text
+        {
+            e.stamp = self.clock;
+            self.hits += 1;
+            return Ok(e.schema.clone());
+        }
         self.misses += 1;
         let schema = Rc::new(compile_text(dialect, text)?);
         if let Some(old) = self.entries.remove(key) {
@@ -55,17 +62,27 @@ impl SchemaCache {
         while !self.entries.is_empty()
             && (self.entries.len() >= MAX_ENTRIES || self.bytes + text.len() > MAX_TEXT_BYTES)
         {
-            let oldest = self.entries.iter().min_by_key(|(_, e)| e.stamp).map(|(k, _)| k.clone());
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.stamp)
+                .map(|(k, _)| k.clone());
             if let Some(k) = oldest
-                && let Some(e) = self.entries.remove(&k) {
-                    self.bytes -= e.text.len();
-                }
+                && let Some(e) = self.entries.remove(&k)
+            {
+                self.bytes -= e.text.len();
+            }
         }
         if text.len() <= MAX_TEXT_BYTES {
             self.bytes += text.len();
             self.entries.insert(
                 key.to_string(),
-                Entry { dialect, text: text.to_string(), schema: schema.clone(), stamp: self.clock },
+                Entry {
+                    dialect,
+                    text: text.to_string(),
+                    schema: schema.clone(),
+                    stamp: self.clock,
+                },
             );
         }
         Ok(schema)
@@ -89,8 +106,10 @@ impl SchemaCache {
 mod tests {
     use super::*;
 
-    const A: &str = r#"{"type":"object","additionalProperties":false,"properties":{"a":{"type":"boolean"}}}"#;
-    const B: &str = r#"{"type":"object","additionalProperties":false,"properties":{"b":{"type":"boolean"}}}"#;
+    const A: &str =
+        r#"{"type":"object","additionalProperties":false,"properties":{"a":{"type":"boolean"}}}"#;
+    const B: &str =
+        r#"{"type":"object","additionalProperties":false,"properties":{"b":{"type":"boolean"}}}"#;
 
     #[test]
     fn same_key_same_text_hits_and_new_text_recompiles() {

@@ -9,9 +9,9 @@
 
 use std::sync::OnceLock;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
-use crate::schema::{compile, Dialect, Schema};
+use crate::schema::{Dialect, Schema, compile};
 use crate::violation::Violation;
 
 /// The deterministic not-found assistant text (contract 1, rule 9).
@@ -35,13 +35,18 @@ pub struct Shaped {
     pub assistant_text: Option<&'static str>,
 }
 
-const REF: &str = r#"{"type": "string", "minLength": 1, "maxLength": 512, "pattern": "^[\\x21-\\x7e]+$"}"#;
-const OPERATION: &str = r#"{"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[a-z][a-z0-9_]*$"}"#;
+const REF: &str =
+    r#"{"type": "string", "minLength": 1, "maxLength": 512, "pattern": "^[\\x21-\\x7e]+$"}"#;
+const OPERATION: &str =
+    r#"{"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[a-z][a-z0-9_]*$"}"#;
 const EXPIRES: &str = r#"{"type": "string", "maxLength": 40,
     "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})$"}"#;
 
 fn with_parts(template: &str) -> String {
-    template.replace("@REF@", REF).replace("@OPERATION@", OPERATION).replace("@EXPIRES@", EXPIRES)
+    template
+        .replace("@REF@", REF)
+        .replace("@OPERATION@", OPERATION)
+        .replace("@EXPIRES@", EXPIRES)
 }
 
 const CONFIRM_SCHEMA: &str = r#"{"type": "object", "additionalProperties": false,
@@ -102,7 +107,11 @@ pub fn shape_text(text: &str) -> Result<Shaped, Vec<Violation>> {
 /// Shapes a parsed host-interaction result.
 pub fn shape(value: Value) -> Result<Shaped, Vec<Violation>> {
     let Some(obj) = value.as_object() else {
-        return Err(vec![Violation::new("", "type-mismatch", "a host_interaction result must be a JSON object")]);
+        return Err(vec![Violation::new(
+            "",
+            "type-mismatch",
+            "a host_interaction result must be a JSON object",
+        )]);
     };
     let s = schemas();
     let kind = match obj.get("type").and_then(Value::as_str) {
@@ -110,8 +119,11 @@ pub fn shape(value: Value) -> Result<Shaped, Vec<Violation>> {
         Some("selection") => Kind::Selection,
         Some("not_found") => Kind::NotFound,
         _ => {
-            return Err(vec![Violation::new("/type", "interaction-type-invalid",
-                "type must be \"confirm_operation\", \"selection\" or \"not_found\"")]);
+            return Err(vec![Violation::new(
+                "/type",
+                "interaction-type-invalid",
+                "type must be \"confirm_operation\", \"selection\" or \"not_found\"",
+            )]);
         }
     };
     let schema = match kind {
@@ -121,9 +133,14 @@ pub fn shape(value: Value) -> Result<Shaped, Vec<Violation>> {
     };
     schema.validate(&value)?;
     if let Some(e) = obj.get("expires_at").and_then(Value::as_str)
-        && !timestamp_in_range(e) {
-            return Err(vec![Violation::new("/expires_at", "timestamp-invalid", "expires_at is not a valid RFC 3339 time")]);
-        }
+        && !timestamp_in_range(e)
+    {
+        return Err(vec![Violation::new(
+            "/expires_at",
+            "timestamp-invalid",
+            "expires_at is not a valid RFC 3339 time",
+        )]);
+    }
     let get = |k: &str| obj.get(k).cloned().unwrap_or(Value::Null);
     Ok(match kind {
         Kind::ConfirmOperation => Shaped {
@@ -134,10 +151,17 @@ pub fn shape(value: Value) -> Result<Shaped, Vec<Violation>> {
             assistant_text: None,
         },
         Kind::Selection => {
-            let options = obj.get("options").and_then(Value::as_array).cloned().unwrap_or_default();
+            let options = obj
+                .get("options")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             if options.is_empty() {
-                return Err(vec![Violation::new("/options", "array-too-short",
-                    "a selection needs at least one option; zero eligible operations is not_found")]);
+                return Err(vec![Violation::new(
+                    "/options",
+                    "array-too-short",
+                    "a selection needs at least one option; zero eligible operations is not_found",
+                )]);
             }
             let mut public_options = Vec::with_capacity(options.len());
             let mut option_refs = Vec::with_capacity(options.len());
@@ -164,13 +188,22 @@ pub fn shape(value: Value) -> Result<Shaped, Vec<Violation>> {
 }
 
 fn timestamp_in_range(s: &str) -> bool {
-    let n = |a: usize, b: usize| s.get(a..b).and_then(|x| x.parse::<u32>().ok()).unwrap_or(99);
+    let n = |a: usize, b: usize| {
+        s.get(a..b)
+            .and_then(|x| x.parse::<u32>().ok())
+            .unwrap_or(99)
+    };
     let (month, day, hour, minute, second) = (n(5, 7), n(8, 10), n(11, 13), n(14, 16), n(17, 19));
     let offset_ok = match s.rfind(['+', '-']) {
         Some(i) if i > 19 => n(i + 1, i + 3) <= 23 && n(i + 4, i + 6) <= 59,
         _ => true,
     };
-    (1..=12).contains(&month) && (1..=31).contains(&day) && hour <= 23 && minute <= 59 && second <= 60 && offset_ok
+    (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && hour <= 23
+        && minute <= 59
+        && second <= 60
+        && offset_ok
 }
 
 #[cfg(test)]
@@ -198,15 +231,24 @@ mod tests {
             "expires_at": "2026-11-22T15:00:00+01:00", "title": "Which order?",
             "options": [{"option_ref": "o1", "label": "A-1"}, {"option_ref": "o2", "label": "A-2", "description": "yesterday"}]}))
             .unwrap();
-        assert_eq!(s.refs, json!({"selection_ref": "sel_1", "option_refs": ["o1", "o2"]}));
-        assert_eq!(s.public["options"], json!([{"label": "A-1"}, {"label": "A-2", "description": "yesterday"}]));
+        assert_eq!(
+            s.refs,
+            json!({"selection_ref": "sel_1", "option_refs": ["o1", "o2"]})
+        );
+        assert_eq!(
+            s.public["options"],
+            json!([{"label": "A-1"}, {"label": "A-2", "description": "yesterday"}])
+        );
         assert!(!s.public.to_string().contains("sel_1"));
     }
 
     #[test]
     fn not_found_has_the_exact_text() {
         let s = shape(json!({"type": "not_found"})).unwrap();
-        assert_eq!(s.assistant_text, Some("No hay una operación disponible para esta consulta."));
+        assert_eq!(
+            s.assistant_text,
+            Some("No hay una operación disponible para esta consulta.")
+        );
         assert_eq!(s.refs, json!({}));
     }
 
@@ -215,8 +257,14 @@ mod tests {
         let mut extra = confirm();
         extra["amount"] = json!(3);
         assert_eq!(shape(extra).unwrap_err()[0].rule, "property-not-allowed");
-        assert_eq!(shape(json!({"type": "execute"})).unwrap_err()[0].rule, "interaction-type-invalid");
-        assert_eq!(shape(json!({"type": "not_found", "reason": "x"})).unwrap_err()[0].rule, "property-not-allowed");
+        assert_eq!(
+            shape(json!({"type": "execute"})).unwrap_err()[0].rule,
+            "interaction-type-invalid"
+        );
+        assert_eq!(
+            shape(json!({"type": "not_found", "reason": "x"})).unwrap_err()[0].rule,
+            "property-not-allowed"
+        );
         let mut bad_time = confirm();
         bad_time["expires_at"] = json!("2026-13-22T15:00:00Z");
         assert_eq!(shape(bad_time).unwrap_err()[0].rule, "timestamp-invalid");

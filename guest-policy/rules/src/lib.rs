@@ -29,7 +29,7 @@ pub mod validate;
 
 mod violation;
 
-pub use violation::{Pointer, Violation, Violations, MAX_VIOLATIONS};
+pub use violation::{MAX_VIOLATIONS, Pointer, Violation, Violations};
 
 /// Largest JSON text any entry point accepts (bytes). The host enforces its
 /// own, smaller caps before a call; this bounds the guest on its own.
@@ -42,11 +42,19 @@ pub fn parse_json(text: &str) -> Result<serde_json::Value, Vec<Violation>> {
         return Err(vec![Violation::new(
             "",
             "input-too-large",
-            format!("the JSON text is {} bytes; at most {MAX_JSON_BYTES} are accepted", text.len()),
+            format!(
+                "the JSON text is {} bytes; at most {MAX_JSON_BYTES} are accepted",
+                text.len()
+            ),
         )]);
     }
     // serde_json stops at 128 levels of nesting, which bounds the recursion
     // of every walker in this crate on parsed values.
-    serde_json::from_str(text)
-        .map_err(|e| vec![Violation::new("", "invalid-json", format!("not valid JSON: {e}"))])
+    serde_json::from_str(text).map_err(|e| {
+        vec![Violation::new(
+            "",
+            "invalid-json",
+            format!("not valid JSON: {e}"),
+        )]
+    })
 }

@@ -22,7 +22,10 @@ impl Pattern {
     /// Compiles an ECMAScript pattern (Unicode mode, as JSON Schema uses).
     pub fn new(source: &str) -> Result<Pattern, regress::Error> {
         let regex = regress::Regex::with_flags(source, "u")?;
-        Ok(Pattern { regex, fast: ClassRun::parse(source) })
+        Ok(Pattern {
+            regex,
+            fast: ClassRun::parse(source),
+        })
     }
 
     /// True when the pattern matches somewhere in `s` (JSON Schema's
@@ -44,7 +47,9 @@ impl ClassRun {
             return None;
         }
         let bytes = class.as_bytes();
-        if !bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' ') || bytes.iter().any(|b| matches!(b, b'\\' | b'[')) {
+        if !bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' ')
+            || bytes.iter().any(|b| matches!(b, b'\\' | b'['))
+        {
             return None;
         }
         let mut allowed = [false; 128];
@@ -70,7 +75,11 @@ impl ClassRun {
             "+" => (1, None),
             q => {
                 let inner = q.strip_prefix('{')?.strip_suffix('}')?;
-                let digits = |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten();
+                let digits = |s: &str| {
+                    (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                        .then(|| s.parse().ok())
+                        .flatten()
+                };
                 match inner.split_once(',') {
                     None => {
                         let n = digits(inner)?;
@@ -116,22 +125,34 @@ mod tests {
             "^[ -~]+$",
         ];
         let inputs = [
-            "", "A", "AB-12", "ab", "12345", "1234", "123456", "abc_def", "ab", "a-b", "-", "x y, z.", "ñ", "é1", "A\n",
-            "\n", "abc\n", "ABC$", "a]", "Z",
+            "", "A", "AB-12", "ab", "12345", "1234", "123456", "abc_def", "ab", "a-b", "-",
+            "x y, z.", "ñ", "é1", "A\n", "\n", "abc\n", "ABC$", "a]", "Z",
         ];
         for p in patterns {
             let fast = Pattern::new(p).unwrap();
             assert!(fast.fast.is_some(), "{p} should take the fast path");
             let slow = regress::Regex::with_flags(p, "u").unwrap();
             for s in inputs {
-                assert_eq!(fast.is_match(s), slow.find(s).is_some(), "pattern {p:?} on {s:?}");
+                assert_eq!(
+                    fast.is_match(s),
+                    slow.find(s).is_some(),
+                    "pattern {p:?} on {s:?}"
+                );
             }
         }
     }
 
     #[test]
     fn other_shapes_use_regress() {
-        for p in ["[a-z]+", "^[^a]+$", "^[\\d]+$", "^[a-z]+?$", "^(ab)+$", "^[a-z]+$|^x$", "^[a-z]{3,1}$"] {
+        for p in [
+            "[a-z]+",
+            "^[^a]+$",
+            "^[\\d]+$",
+            "^[a-z]+?$",
+            "^(ab)+$",
+            "^[a-z]+$|^x$",
+            "^[a-z]{3,1}$",
+        ] {
             if let Ok(pat) = Pattern::new(p) {
                 assert!(pat.fast.is_none(), "{p}");
             }

@@ -20,14 +20,21 @@ const LARGE: u64 = 16;
 struct Group {
     /// The group contains a large repetition (directly or nested).
     has_large: bool,
+    /// The group has alternatives (`|` at its own level).
+    has_alt: bool,
 }
 
 /// `Err(reason)` when the pattern is too complex to match in bounded time.
 pub fn check(pattern: &str) -> Result<(), String> {
     let bytes: Vec<char> = pattern.chars().collect();
-    let mut stack: Vec<Group> = vec![Group { has_large: false }];
+    let mut stack: Vec<Group> = vec![Group {
+        has_large: false,
+        has_alt: false,
+    }];
     // Whether the last atom was a group, and that group's `has_large`.
     let mut last_group_large: Option<bool> = None;
+    // Whether the last atom was a group with alternatives.
+    let mut last_group_alt = false;
     let mut i = 0;
     while i < bytes.len() {
         let c = bytes[i];
@@ -56,12 +63,17 @@ pub fn check(pattern: &str) -> Result<(), String> {
                 continue;
             }
             '(' => {
-                stack.push(Group { has_large: false });
+                stack.push(Group {
+                    has_large: false,
+                    has_alt: false,
+                });
                 // Skip a group prefix such as `?:`, `?=`, `?!`, `?<=`, `?<!`, `?<name>`.
                 i += 1;
                 if bytes.get(i) == Some(&'?') {
                     i += 1;
-                    if bytes.get(i) == Some(&'<') && !matches!(bytes.get(i + 1), Some('=') | Some('!')) {
+                    if bytes.get(i) == Some(&'<')
+                        && !matches!(bytes.get(i + 1), Some('=') | Some('!'))
+                    {
                         while i < bytes.len() && bytes[i] != '>' {
                             i += 1;
                         }
@@ -72,15 +84,23 @@ pub fn check(pattern: &str) -> Result<(), String> {
                 continue;
             }
             ')' => {
-                let g = stack.pop().unwrap_or(Group { has_large: false });
+                let g = stack.pop().unwrap_or(Group {
+                    has_large: false,
+                    has_alt: false,
+                });
                 if stack.is_empty() {
-                    stack.push(Group { has_large: false });
+                    stack.push(Group {
+                        has_large: false,
+                        has_alt: false,
+                    });
                 }
                 last_group_large = Some(g.has_large);
+                last_group_alt = g.has_alt;
                 if g.has_large
-                    && let Some(top) = stack.last_mut() {
-                        top.has_large = true;
-                    }
+                    && let Some(top) = stack.last_mut()
+                {
+                    top.has_large = true;
+                }
                 i += 1;
                 continue;
             }
@@ -94,6 +114,13 @@ pub fn check(pattern: &str) -> Result<(), String> {
                 }
                 let large = upper.is_none_or(|u| u > LARGE);
                 if large {
+                    if last_group_large.is_some() && last_group_alt {
+                        return Err(
+                            "a repeated group of alternatives (like (a|aa)+) can take exponential time; \
+                             use a character class or make the alternatives unambiguous without repetition"
+                                .into(),
+                        );
+                    }
                     if last_group_large == Some(true) {
                         return Err(
                             "nested repetition (a repeated group that contains a repetition) can take \
@@ -112,6 +139,13 @@ pub fn check(pattern: &str) -> Result<(), String> {
                 }
                 last_group_large = None;
                 continue;
+            }
+            '|' => {
+                if let Some(top) = stack.last_mut() {
+                    top.has_alt = true;
+                }
+                last_group_large = None;
+                i += 1;
             }
             _ => {
                 last_group_large = None;
@@ -172,7 +206,17 @@ mod tests {
 
     #[test]
     fn nested_repetition_and_backrefs_are_rejected() {
-        for p in ["^(a+)+$", "(a*)*", "((ab)*c)+", "(?:x+y?){2,}", "(a{1,100}){1,100}", "(a)\\1", "(?<n>a)\\k<n>"] {
+        for p in [
+            "^(a+)+$",
+            "(a*)*",
+            "((ab)*c)+",
+            "(?:x+y?){2,}",
+            "(a{1,100}){1,100}",
+            "(a)\\1",
+            "(?<n>a)\\k<n>",
+            "^(a|aa)+$",
+            "^(?:ab|a)*$",
+        ] {
             assert!(check(p).is_err(), "{p}");
         }
     }

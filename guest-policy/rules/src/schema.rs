@@ -148,7 +148,9 @@ impl Node {
             Some(index) => index.get(name).copied(),
             None => {
                 let b = name.as_bytes();
-                self.properties.iter().position(|(k, _)| k.len() == b.len() && k.as_bytes() == b)
+                self.properties
+                    .iter()
+                    .position(|(k, _)| k.len() == b.len() && k.as_bytes() == b)
             }
         }
     }
@@ -159,7 +161,13 @@ impl Node {
 
     fn build_index(&mut self) {
         if self.properties.len() > SCAN_MAX {
-            self.index = Some(self.properties.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect());
+            self.index = Some(
+                self.properties
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (k, _))| (k.clone(), i))
+                    .collect(),
+            );
         }
     }
 }
@@ -176,7 +184,11 @@ impl Hasher for Fnv {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
         for b in bytes {
             h ^= u64::from(*b);
             h = h.wrapping_mul(0x0000_0100_0000_01b3);
@@ -202,12 +214,21 @@ pub fn compile(dialect: Dialect, schema: &Value) -> Result<Schema, Vec<Violation
 /// Checks a schema embedded in a larger document; violations are pushed with
 /// their pointers prefixed by `at`.
 pub fn check(dialect: Dialect, schema: &Value, at: &Pointer, out: &mut Violations) -> Node {
-    let mut c = Compiler { dialect, nodes: 0, out };
+    let mut c = Compiler {
+        dialect,
+        nodes: 0,
+        out,
+    };
     let root = c.node(schema, at, 0, Role::Root);
     if dialect != Dialect::Output && schema.is_object() && root.types != types::OBJECT {
-        c.out.push(at, "root-type-object-required", format!(
-            "the root of {} must declare \"type\": \"object\"", dialect.name()
-        ));
+        c.out.push(
+            at,
+            "root-type-object-required",
+            format!(
+                "the root of {} must declare \"type\": \"object\"",
+                dialect.name()
+            ),
+        );
     }
     root
 }
@@ -238,22 +259,30 @@ impl Compiler<'_> {
             return node;
         }
         let Some(obj) = value.as_object() else {
-            self.out.push(at, "schema-not-object", "a schema must be a JSON object");
+            self.out
+                .push(at, "schema-not-object", "a schema must be a JSON object");
             return node;
         };
         self.nodes += 1;
         if self.nodes > limits::MAX_NODES {
             if self.nodes == limits::MAX_NODES + 1 {
-                self.out.push(at, "schema-too-large", format!(
-                    "a schema may hold at most {} schema objects", limits::MAX_NODES
-                ));
+                self.out.push(
+                    at,
+                    "schema-too-large",
+                    format!(
+                        "a schema may hold at most {} schema objects",
+                        limits::MAX_NODES
+                    ),
+                );
             }
             return node;
         }
         if depth > limits::MAX_DEPTH {
-            self.out.push(at, "schema-too-deep", format!(
-                "schemas may nest at most {} levels", limits::MAX_DEPTH
-            ));
+            self.out.push(
+                at,
+                "schema-too-deep",
+                format!("schemas may nest at most {} levels", limits::MAX_DEPTH),
+            );
             return node;
         }
 
@@ -264,12 +293,20 @@ impl Compiler<'_> {
             }
             let p = at.key(key);
             if key == "pattern" && self.dialect == Dialect::Output {
-                self.out.push(&p, "pattern-not-allowed-in-output",
-                    "pattern is supported only in input_schema, never in output_schema");
+                self.out.push(
+                    &p,
+                    "pattern-not-allowed-in-output",
+                    "pattern is supported only in input_schema, never in output_schema",
+                );
             } else {
-                self.out.push(&p, "keyword-not-allowed", format!(
-                    "keyword \"{key}\" is not allowed in {}", self.dialect.name()
-                ));
+                self.out.push(
+                    &p,
+                    "keyword-not-allowed",
+                    format!(
+                        "keyword \"{key}\" is not allowed in {}",
+                        self.dialect.name()
+                    ),
+                );
             }
         }
 
@@ -277,28 +314,47 @@ impl Compiler<'_> {
         match obj.get("type") {
             None => {
                 if role == Role::Member && !obj.contains_key("enum") && !obj.contains_key("const") {
-                    self.out.push(at, "type-required",
-                        "every property and item schema must declare \"type\" (or enum / const)");
+                    self.out.push(
+                        at,
+                        "type-required",
+                        "every property and item schema must declare \"type\" (or enum / const)",
+                    );
                 }
             }
             Some(Value::String(s)) => match types::parse(s) {
-                Some(t) if !(self.dialect == Dialect::Integration && t == types::NULL) => node.types = t,
-                _ => self.out.push(&at.key("type"), "keyword-value-invalid", format!("unknown type \"{s}\"")),
+                Some(t) if !(self.dialect == Dialect::Integration && t == types::NULL) => {
+                    node.types = t
+                }
+                _ => self.out.push(
+                    &at.key("type"),
+                    "keyword-value-invalid",
+                    format!("unknown type \"{s}\""),
+                ),
             },
             Some(Value::Array(list)) if self.dialect != Dialect::Integration => {
                 if list.is_empty() {
-                    self.out.push(&at.key("type"), "keyword-value-invalid", "type must not be an empty list");
+                    self.out.push(
+                        &at.key("type"),
+                        "keyword-value-invalid",
+                        "type must not be an empty list",
+                    );
                 }
                 for (i, t) in list.iter().enumerate() {
                     match t.as_str().and_then(types::parse) {
                         Some(bit) if node.types & bit == 0 => node.types |= bit,
-                        _ => self.out.push(&at.key("type").index(i), "keyword-value-invalid",
-                            "type entries must be distinct JSON type names"),
+                        _ => self.out.push(
+                            &at.key("type").index(i),
+                            "keyword-value-invalid",
+                            "type entries must be distinct JSON type names",
+                        ),
                     }
                 }
             }
-            Some(_) => self.out.push(&at.key("type"), "keyword-value-invalid",
-                "type must be a JSON type name"),
+            Some(_) => self.out.push(
+                &at.key("type"),
+                "keyword-value-invalid",
+                "type must be a JSON type name",
+            ),
         }
         if node.types & types::INTEGER != 0 && node.types & types::NUMBER != 0 {
             node.types &= !types::INTEGER;
@@ -311,19 +367,30 @@ impl Compiler<'_> {
         // Objects: closed (2.6 rule 1).
         match obj.get("additionalProperties") {
             Some(Value::Bool(false)) => node.closed = true,
-            Some(_) => self.out.push(&at.key("additionalProperties"), "additional-properties-false-required",
-                "additionalProperties must be exactly false"),
-            None if is_object => self.out.push(at, "additional-properties-false-required",
-                "every object schema must declare \"additionalProperties\": false"),
+            Some(_) => self.out.push(
+                &at.key("additionalProperties"),
+                "additional-properties-false-required",
+                "additionalProperties must be exactly false",
+            ),
+            None if is_object => self.out.push(
+                at,
+                "additional-properties-false-required",
+                "every object schema must declare \"additionalProperties\": false",
+            ),
             None => {}
         }
         if let Some(props) = obj.get("properties") {
             match props.as_object() {
                 Some(map) => {
                     if map.len() > limits::MAX_PROPERTIES {
-                        self.out.push(&at.key("properties"), "too-many-properties", format!(
-                            "an object schema may declare at most {} properties", limits::MAX_PROPERTIES
-                        ));
+                        self.out.push(
+                            &at.key("properties"),
+                            "too-many-properties",
+                            format!(
+                                "an object schema may declare at most {} properties",
+                                limits::MAX_PROPERTIES
+                            ),
+                        );
                     }
                     let pp = at.key("properties");
                     for (name, sub) in map.iter().take(limits::MAX_PROPERTIES) {
@@ -333,8 +400,11 @@ impl Compiler<'_> {
                     node.properties.sort_by(|a, b| a.0.cmp(&b.0));
                     node.build_index();
                 }
-                None => self.out.push(&at.key("properties"), "keyword-value-invalid",
-                    "properties must be an object of schemas"),
+                None => self.out.push(
+                    &at.key("properties"),
+                    "keyword-value-invalid",
+                    "properties must be an object of schemas",
+                ),
             }
         }
         if let Some(req) = obj.get("required") {
@@ -344,51 +414,98 @@ impl Compiler<'_> {
         // Arrays: bounded (2.6 rule 3), with one item schema.
         if let Some(items) = obj.get("items") {
             if items.is_object() {
-                node.items = Some(Box::new(self.node(items, &at.key("items"), depth + 1, Role::Member)));
+                node.items = Some(Box::new(self.node(
+                    items,
+                    &at.key("items"),
+                    depth + 1,
+                    Role::Member,
+                )));
             } else {
-                self.out.push(&at.key("items"), "keyword-value-invalid",
-                    "items must be one schema object (tuple forms are not supported)");
+                self.out.push(
+                    &at.key("items"),
+                    "keyword-value-invalid",
+                    "items must be one schema object (tuple forms are not supported)",
+                );
             }
         } else if is_array {
-            self.out.push(at, "array-items-required", "every array schema must declare items");
+            self.out.push(
+                at,
+                "array-items-required",
+                "every array schema must declare items",
+            );
         }
         node.max_items = self.bound(obj, "maxItems", at, limits::MAX_ITEMS);
         node.min_items = self.bound(obj, "minItems", at, limits::MAX_ITEMS);
         if is_array && node.max_items.is_none() && !obj.contains_key("maxItems") {
-            self.out.push(at, "array-max-items-required", "every array schema must declare maxItems");
+            self.out.push(
+                at,
+                "array-max-items-required",
+                "every array schema must declare maxItems",
+            );
         }
         if let (Some(lo), Some(hi)) = (node.min_items, node.max_items)
-            && lo > hi {
-                self.out.push(&at.key("minItems"), "bounds-inconsistent", "minItems is greater than maxItems");
-            }
+            && lo > hi
+        {
+            self.out.push(
+                &at.key("minItems"),
+                "bounds-inconsistent",
+                "minItems is greater than maxItems",
+            );
+        }
 
         // Strings: bounded (2.6 rule 2).
         node.max_length = self.bound(obj, "maxLength", at, limits::MAX_LENGTH);
         node.min_length = self.bound(obj, "minLength", at, limits::MAX_LENGTH);
         if is_string && !obj.contains_key("maxLength") {
-            self.out.push(at, "string-max-length-required", "every string schema must declare maxLength");
+            self.out.push(
+                at,
+                "string-max-length-required",
+                "every string schema must declare maxLength",
+            );
         }
         if let (Some(lo), Some(hi)) = (node.min_length, node.max_length)
-            && lo > hi {
-                self.out.push(&at.key("minLength"), "bounds-inconsistent", "minLength is greater than maxLength");
-            }
+            && lo > hi
+        {
+            self.out.push(
+                &at.key("minLength"),
+                "bounds-inconsistent",
+                "minLength is greater than maxLength",
+            );
+        }
 
         // Numbers (integration subset only; other dialects reject the keywords above).
         if self.dialect == Dialect::Integration {
-            for (kw, slot) in [("minimum", &mut node.minimum), ("maximum", &mut node.maximum)] {
+            for (kw, slot) in [
+                ("minimum", &mut node.minimum),
+                ("maximum", &mut node.maximum),
+            ] {
                 if let Some(v) = obj.get(kw) {
                     match v.as_f64() {
-                        Some(f) if node.types & (types::NUMBER | types::INTEGER) != 0 => *slot = Some(f),
-                        Some(_) => self.out.push(&at.key(kw), "keyword-value-invalid",
-                            format!("{kw} applies only to integer and number schemas")),
-                        None => self.out.push(&at.key(kw), "keyword-value-invalid", format!("{kw} must be a number")),
+                        Some(f) if node.types & (types::NUMBER | types::INTEGER) != 0 => {
+                            *slot = Some(f)
+                        }
+                        Some(_) => self.out.push(
+                            &at.key(kw),
+                            "keyword-value-invalid",
+                            format!("{kw} applies only to integer and number schemas"),
+                        ),
+                        None => self.out.push(
+                            &at.key(kw),
+                            "keyword-value-invalid",
+                            format!("{kw} must be a number"),
+                        ),
                     }
                 }
             }
             if let (Some(lo), Some(hi)) = (node.minimum, node.maximum)
-                && lo > hi {
-                    self.out.push(&at.key("minimum"), "bounds-inconsistent", "minimum is greater than maximum");
-                }
+                && lo > hi
+            {
+                self.out.push(
+                    &at.key("minimum"),
+                    "bounds-inconsistent",
+                    "minimum is greater than maximum",
+                );
+            }
         }
 
         // enum / const
@@ -396,29 +513,40 @@ impl Compiler<'_> {
             match e.as_array() {
                 Some(list) if !list.is_empty() && list.len() <= limits::MAX_ENUM => {
                     if self.dialect == Dialect::Integration && !list.iter().all(Value::is_string) {
-                        self.out.push(&at.key("enum"), "keyword-value-invalid",
-                            "prompt-integration schemas support string enums only");
+                        self.out.push(
+                            &at.key("enum"),
+                            "keyword-value-invalid",
+                            "prompt-integration schemas support string enums only",
+                        );
                     }
                     node.enumeration = Some(list.clone());
                 }
-                _ => self.out.push(&at.key("enum"), "keyword-value-invalid", format!(
-                    "enum must be an array of 1 to {} values", limits::MAX_ENUM
-                )),
+                _ => self.out.push(
+                    &at.key("enum"),
+                    "keyword-value-invalid",
+                    format!("enum must be an array of 1 to {} values", limits::MAX_ENUM),
+                ),
             }
         }
         if let Some(c) = obj.get("const") {
             node.constant = Some(c.clone());
         }
         if let Some(d) = obj.get("description")
-            && !d.is_string() {
-                self.out.push(&at.key("description"), "keyword-value-invalid", "description must be a string");
-            }
+            && !d.is_string()
+        {
+            self.out.push(
+                &at.key("description"),
+                "keyword-value-invalid",
+                "description must be a string",
+            );
+        }
 
         // pattern (2.6 rule 7); only reached for the input dialect.
         if let Some(p) = obj.get("pattern")
-            && self.dialect == Dialect::Input {
-                node.pattern = self.pattern(p, &at.key("pattern"), is_string, obj);
-            }
+            && self.dialect == Dialect::Input
+        {
+            node.pattern = self.pattern(p, &at.key("pattern"), is_string, obj);
+        }
 
         // Combinators (2.6 rule 8); only the input dialect allows them.
         if self.dialect == Dialect::Input {
@@ -426,13 +554,23 @@ impl Compiler<'_> {
                 let Some(v) = obj.get(kw) else { continue };
                 let p = at.key(kw);
                 let Some(list) = v.as_array() else {
-                    self.out.push(&p, "keyword-value-invalid", format!("{kw} must be an array of schemas"));
+                    self.out.push(
+                        &p,
+                        "keyword-value-invalid",
+                        format!("{kw} must be an array of schemas"),
+                    );
                     continue;
                 };
                 if list.is_empty() || list.len() > limits::MAX_BRANCHES {
-                    self.out.push(&p, "combinator-branch-count", format!(
-                        "{kw} must hold between 1 and {} schemas; it holds {}", limits::MAX_BRANCHES, list.len()
-                    ));
+                    self.out.push(
+                        &p,
+                        "combinator-branch-count",
+                        format!(
+                            "{kw} must hold between 1 and {} schemas; it holds {}",
+                            limits::MAX_BRANCHES,
+                            list.len()
+                        ),
+                    );
                 }
                 let branches: Vec<Node> = list
                     .iter()
@@ -440,10 +578,19 @@ impl Compiler<'_> {
                     .enumerate()
                     .map(|(i, b)| self.node(b, &p.index(i), depth + 1, Role::Branch))
                     .collect();
-                if kw == "anyOf" { node.any_of = branches } else { node.one_of = branches }
+                if kw == "anyOf" {
+                    node.any_of = branches
+                } else {
+                    node.one_of = branches
+                }
             }
             if let Some(n) = obj.get("not") {
-                node.not = Some(Box::new(self.node(n, &at.key("not"), depth + 1, Role::Branch)));
+                node.not = Some(Box::new(self.node(
+                    n,
+                    &at.key("not"),
+                    depth + 1,
+                    Role::Branch,
+                )));
             }
         }
         node
@@ -454,11 +601,19 @@ impl Compiler<'_> {
         match as_bound(v) {
             Some(n) if n <= max => Some(n),
             Some(_) => {
-                self.out.push(&at.key(kw), "bound-too-large", format!("{kw} may be at most {max}"));
+                self.out.push(
+                    &at.key(kw),
+                    "bound-too-large",
+                    format!("{kw} may be at most {max}"),
+                );
                 None
             }
             None => {
-                self.out.push(&at.key(kw), "keyword-value-invalid", format!("{kw} must be a non-negative integer"));
+                self.out.push(
+                    &at.key(kw),
+                    "keyword-value-invalid",
+                    format!("{kw} must be a non-negative integer"),
+                );
                 None
             }
         }
@@ -466,25 +621,40 @@ impl Compiler<'_> {
 
     fn required(&mut self, req: &Value, obj: &Map<String, Value>, at: &Pointer, node: &mut Node) {
         let Some(list) = req.as_array() else {
-            self.out.push(at, "keyword-value-invalid", "required must be an array of property names");
+            self.out.push(
+                at,
+                "keyword-value-invalid",
+                "required must be an array of property names",
+            );
             return;
         };
         let declared = obj.get("properties").and_then(Value::as_object);
         for (i, name) in list.iter().enumerate().take(limits::MAX_PROPERTIES) {
             let Some(name) = name.as_str() else {
-                self.out.push(&at.index(i), "keyword-value-invalid", "required entries must be strings");
+                self.out.push(
+                    &at.index(i),
+                    "keyword-value-invalid",
+                    "required entries must be strings",
+                );
                 continue;
             };
             if node.required.iter().any(|r| r == name) {
-                self.out.push(&at.index(i), "keyword-value-invalid", format!("\"{name}\" is listed twice"));
+                self.out.push(
+                    &at.index(i),
+                    "keyword-value-invalid",
+                    format!("\"{name}\" is listed twice"),
+                );
                 continue;
             }
             if let Some(props) = declared
-                && !props.contains_key(name) {
-                    self.out.push(&at.index(i), "required-property-undeclared", format!(
-                        "\"{name}\" is required but not declared in properties"
-                    ));
-                }
+                && !props.contains_key(name)
+            {
+                self.out.push(
+                    &at.index(i),
+                    "required-property-undeclared",
+                    format!("\"{name}\" is required but not declared in properties"),
+                );
+            }
             node.required.push(name.to_string());
         }
     }
@@ -497,26 +667,43 @@ impl Compiler<'_> {
         obj: &Map<String, Value>,
     ) -> Option<crate::pattern::Pattern> {
         let Some(src) = p.as_str() else {
-            self.out.push(at, "keyword-value-invalid", "pattern must be a string");
+            self.out
+                .push(at, "keyword-value-invalid", "pattern must be a string");
             return None;
         };
         let mut ok = true;
         if !is_string {
-            self.out.push(at, "pattern-requires-string", "pattern is allowed only on string schemas");
+            self.out.push(
+                at,
+                "pattern-requires-string",
+                "pattern is allowed only on string schemas",
+            );
             ok = false;
         }
         if !obj.contains_key("maxLength") {
-            self.out.push(at, "pattern-requires-max-length", "pattern is allowed only together with maxLength");
+            self.out.push(
+                at,
+                "pattern-requires-max-length",
+                "pattern is allowed only together with maxLength",
+            );
             ok = false;
         }
         if src.len() > limits::MAX_PATTERN {
-            self.out.push(at, "pattern-too-long", format!("a pattern may be at most {} bytes", limits::MAX_PATTERN));
+            self.out.push(
+                at,
+                "pattern-too-long",
+                format!("a pattern may be at most {} bytes", limits::MAX_PATTERN),
+            );
             return None;
         }
         let compiled = match crate::pattern::Pattern::new(src) {
             Ok(r) => Some(r),
             Err(e) => {
-                self.out.push(at, "pattern-invalid", format!("not a valid ECMAScript regular expression: {e}"));
+                self.out.push(
+                    at,
+                    "pattern-invalid",
+                    format!("not a valid ECMAScript regular expression: {e}"),
+                );
                 return None;
             }
         };
@@ -542,7 +729,11 @@ mod tests {
 
     fn one(d: Dialect, s: Value, pointer: &str, rule: &str) {
         let got = rules(d, s);
-        assert_eq!(got, vec![(pointer.to_string(), rule.to_string())], "got {got:?}");
+        assert_eq!(
+            got,
+            vec![(pointer.to_string(), rule.to_string())],
+            "got {got:?}"
+        );
     }
 
     fn obj(props: Value) -> Value {
@@ -571,11 +762,27 @@ mod tests {
 
     #[test]
     fn forbidden_keywords_are_rejected_by_name() {
-        for kw in ["allOf", "$ref", "minimum", "maximum", "minItems", "format", "$defs", "if", "patternProperties"] {
+        for kw in [
+            "allOf",
+            "$ref",
+            "minimum",
+            "maximum",
+            "minItems",
+            "format",
+            "$defs",
+            "if",
+            "patternProperties",
+        ] {
             let mut s = obj(json!({}));
             s[kw] = json!(1);
             let got = rules(Dialect::Input, s);
-            assert!(got.contains(&(format!("/{}", kw.replace('/', "~1")), "keyword-not-allowed".into())), "{kw}: {got:?}");
+            assert!(
+                got.contains(&(
+                    format!("/{}", kw.replace('/', "~1")),
+                    "keyword-not-allowed".into()
+                )),
+                "{kw}: {got:?}"
+            );
         }
     }
 
@@ -586,64 +793,174 @@ mod tests {
             s[kw] = json!([{"required": []}]);
             one(Dialect::Output, s, &format!("/{kw}"), "keyword-not-allowed");
         }
-        one(Dialect::Output, obj(json!({"a": {"type": "string", "maxLength": 3, "pattern": "a"}})),
-            "/properties/a/pattern", "pattern-not-allowed-in-output");
+        one(
+            Dialect::Output,
+            obj(json!({"a": {"type": "string", "maxLength": 3, "pattern": "a"}})),
+            "/properties/a/pattern",
+            "pattern-not-allowed-in-output",
+        );
     }
 
     #[test]
     fn objects_must_be_closed() {
-        one(Dialect::Input, json!({"type": "object", "properties": {}}), "", "additional-properties-false-required");
-        one(Dialect::Input, json!({"type": "object", "additionalProperties": true}), "/additionalProperties",
-            "additional-properties-false-required");
-        one(Dialect::Input, obj(json!({"s": {"type": "object"}})), "/properties/s", "additional-properties-false-required");
-        one(Dialect::Output, obj(json!({"s": {"type": "array", "maxItems": 2, "items": {"type": "object", "properties": {}}}})),
-            "/properties/s/items", "additional-properties-false-required");
+        one(
+            Dialect::Input,
+            json!({"type": "object", "properties": {}}),
+            "",
+            "additional-properties-false-required",
+        );
+        one(
+            Dialect::Input,
+            json!({"type": "object", "additionalProperties": true}),
+            "/additionalProperties",
+            "additional-properties-false-required",
+        );
+        one(
+            Dialect::Input,
+            obj(json!({"s": {"type": "object"}})),
+            "/properties/s",
+            "additional-properties-false-required",
+        );
+        one(
+            Dialect::Output,
+            obj(
+                json!({"s": {"type": "array", "maxItems": 2, "items": {"type": "object", "properties": {}}}}),
+            ),
+            "/properties/s/items",
+            "additional-properties-false-required",
+        );
     }
 
     #[test]
     fn strings_need_max_length() {
-        one(Dialect::Input, obj(json!({"s": {"type": "string"}})), "/properties/s", "string-max-length-required");
-        one(Dialect::Output, obj(json!({"s": {"type": ["string", "null"]}})), "/properties/s", "string-max-length-required");
-        one(Dialect::Input, obj(json!({"s": {"type": "string", "enum": ["a"]}})), "/properties/s", "string-max-length-required");
+        one(
+            Dialect::Input,
+            obj(json!({"s": {"type": "string"}})),
+            "/properties/s",
+            "string-max-length-required",
+        );
+        one(
+            Dialect::Output,
+            obj(json!({"s": {"type": ["string", "null"]}})),
+            "/properties/s",
+            "string-max-length-required",
+        );
+        one(
+            Dialect::Input,
+            obj(json!({"s": {"type": "string", "enum": ["a"]}})),
+            "/properties/s",
+            "string-max-length-required",
+        );
     }
 
     #[test]
     fn arrays_need_max_items_and_items() {
-        one(Dialect::Input, obj(json!({"a": {"type": "array", "items": {"type": "boolean"}}})), "/properties/a", "array-max-items-required");
-        one(Dialect::Input, obj(json!({"a": {"type": "array", "maxItems": 2}})), "/properties/a", "array-items-required");
-        one(Dialect::Input, obj(json!({"a": {"type": "array", "maxItems": 2, "items": [{"type": "boolean"}]}})),
-            "/properties/a/items", "keyword-value-invalid");
+        one(
+            Dialect::Input,
+            obj(json!({"a": {"type": "array", "items": {"type": "boolean"}}})),
+            "/properties/a",
+            "array-max-items-required",
+        );
+        one(
+            Dialect::Input,
+            obj(json!({"a": {"type": "array", "maxItems": 2}})),
+            "/properties/a",
+            "array-items-required",
+        );
+        one(
+            Dialect::Input,
+            obj(json!({"a": {"type": "array", "maxItems": 2, "items": [{"type": "boolean"}]}})),
+            "/properties/a/items",
+            "keyword-value-invalid",
+        );
     }
 
     #[test]
     fn pattern_rules() {
-        assert_eq!(rules(Dialect::Input, obj(json!({"s": {"type": "string", "pattern": "^a$"}}))), vec![
-            ("/properties/s".to_string(), "string-max-length-required".to_string()),
-            ("/properties/s/pattern".to_string(), "pattern-requires-max-length".to_string()),
-        ]);
-        one(Dialect::Input, obj(json!({"s": {"type": "integer", "maxLength": 3, "pattern": "^a$"}})), "/properties/s/pattern", "pattern-requires-string");
-        one(Dialect::Input, obj(json!({"s": {"type": "string", "maxLength": 3, "pattern": "(a"}})), "/properties/s/pattern", "pattern-invalid");
-        one(Dialect::Input, obj(json!({"s": {"type": "string", "maxLength": 3, "pattern": "a{2,1}"}})), "/properties/s/pattern", "pattern-invalid");
+        assert_eq!(
+            rules(
+                Dialect::Input,
+                obj(json!({"s": {"type": "string", "pattern": "^a$"}}))
+            ),
+            vec![
+                (
+                    "/properties/s".to_string(),
+                    "string-max-length-required".to_string()
+                ),
+                (
+                    "/properties/s/pattern".to_string(),
+                    "pattern-requires-max-length".to_string()
+                ),
+            ]
+        );
+        one(
+            Dialect::Input,
+            obj(json!({"s": {"type": "integer", "maxLength": 3, "pattern": "^a$"}})),
+            "/properties/s/pattern",
+            "pattern-requires-string",
+        );
+        one(
+            Dialect::Input,
+            obj(json!({"s": {"type": "string", "maxLength": 3, "pattern": "(a"}})),
+            "/properties/s/pattern",
+            "pattern-invalid",
+        );
+        one(
+            Dialect::Input,
+            obj(json!({"s": {"type": "string", "maxLength": 3, "pattern": "a{2,1}"}})),
+            "/properties/s/pattern",
+            "pattern-invalid",
+        );
         // Not ECMAScript: possessive quantifiers and inline flags are Perl/PCRE.
-        one(Dialect::Input, obj(json!({"s": {"type": "string", "maxLength": 3, "pattern": "(?i)a"}})), "/properties/s/pattern", "pattern-invalid");
-        one(Dialect::Input, obj(json!({"s": {"type": "string", "maxLength": 30, "pattern": "^(a+)+$"}})), "/properties/s/pattern", "pattern-too-complex");
+        one(
+            Dialect::Input,
+            obj(json!({"s": {"type": "string", "maxLength": 3, "pattern": "(?i)a"}})),
+            "/properties/s/pattern",
+            "pattern-invalid",
+        );
+        one(
+            Dialect::Input,
+            obj(json!({"s": {"type": "string", "maxLength": 30, "pattern": "^(a+)+$"}})),
+            "/properties/s/pattern",
+            "pattern-too-complex",
+        );
     }
 
     #[test]
     fn branch_counts() {
         let mut s = obj(json!({"a": {"type": "boolean"}}));
         s["anyOf"] = json!([]);
-        one(Dialect::Input, s.clone(), "/anyOf", "combinator-branch-count");
+        one(
+            Dialect::Input,
+            s.clone(),
+            "/anyOf",
+            "combinator-branch-count",
+        );
         s["anyOf"] = Value::Array((0..9).map(|_| json!({"required": ["a"]})).collect());
-        one(Dialect::Input, s.clone(), "/anyOf", "combinator-branch-count");
+        one(
+            Dialect::Input,
+            s.clone(),
+            "/anyOf",
+            "combinator-branch-count",
+        );
         s["anyOf"] = Value::Array((0..8).map(|_| json!({"required": ["a"]})).collect());
         assert!(rules(Dialect::Input, s).is_empty());
     }
 
     #[test]
     fn members_need_a_type_and_the_root_is_an_object() {
-        one(Dialect::Input, obj(json!({"a": {"description": "x"}})), "/properties/a", "type-required");
-        one(Dialect::Input, json!({"type": "string", "maxLength": 3}), "", "root-type-object-required");
+        one(
+            Dialect::Input,
+            obj(json!({"a": {"description": "x"}})),
+            "/properties/a",
+            "type-required",
+        );
+        one(
+            Dialect::Input,
+            json!({"type": "string", "maxLength": 3}),
+            "",
+            "root-type-object-required",
+        );
         assert!(rules(Dialect::Output, json!({"type": "string", "maxLength": 3})).is_empty());
     }
 
@@ -653,10 +970,25 @@ mod tests {
         for _ in 0..60 {
             s = obj(json!({"x": s}));
         }
-        assert!(rules(Dialect::Input, s).iter().any(|(_, r)| r == "schema-too-deep"));
-        let wide: Map<String, Value> = (0..300).map(|i| (format!("p{i}"), json!({"type": "boolean"}))).collect();
-        assert!(rules(Dialect::Input, obj(Value::Object(wide))).iter().any(|(_, r)| r == "too-many-properties"));
-        one(Dialect::Input, obj(json!({"s": {"type": "string", "maxLength": 10_000_000}})), "/properties/s/maxLength", "bound-too-large");
+        assert!(
+            rules(Dialect::Input, s)
+                .iter()
+                .any(|(_, r)| r == "schema-too-deep")
+        );
+        let wide: Map<String, Value> = (0..300)
+            .map(|i| (format!("p{i}"), json!({"type": "boolean"})))
+            .collect();
+        assert!(
+            rules(Dialect::Input, obj(Value::Object(wide)))
+                .iter()
+                .any(|(_, r)| r == "too-many-properties")
+        );
+        one(
+            Dialect::Input,
+            obj(json!({"s": {"type": "string", "maxLength": 10_000_000}})),
+            "/properties/s/maxLength",
+            "bound-too-large",
+        );
     }
 
     #[test]
@@ -668,8 +1000,18 @@ mod tests {
         for kw in ["oneOf", "anyOf", "allOf", "$ref", "pattern", "const", "not"] {
             let mut s = obj(json!({}));
             s[kw] = json!([]);
-            one(Dialect::Integration, s, &format!("/{kw}"), "keyword-not-allowed");
+            one(
+                Dialect::Integration,
+                s,
+                &format!("/{kw}"),
+                "keyword-not-allowed",
+            );
         }
-        one(Dialect::Integration, obj(json!({"e": {"type": "integer", "enum": [1]}})), "/properties/e/enum", "keyword-value-invalid");
+        one(
+            Dialect::Integration,
+            obj(json!({"e": {"type": "integer", "enum": [1]}})),
+            "/properties/e/enum",
+            "keyword-value-invalid",
+        );
     }
 }

@@ -11,7 +11,10 @@
 pub fn looks_secret(s: &str) -> Option<&'static str> {
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
-    for (scheme, why) in [("bearer ", "an Authorization bearer value"), ("basic ", "an Authorization basic value")] {
+    for (scheme, why) in [
+        ("bearer ", "an Authorization bearer value"),
+        ("basic ", "an Authorization basic value"),
+    ] {
         let mut from = 0;
         while let Some(i) = lower[from..].find(scheme) {
             let start = from + i + scheme.len();
@@ -29,9 +32,10 @@ pub fn looks_secret(s: &str) -> Option<&'static str> {
         let authority = &t[i + 3..];
         let authority = &authority[..authority.find('/').unwrap_or(authority.len())];
         if let Some((userinfo, _)) = authority.rsplit_once('@')
-            && userinfo.contains(':') {
-                return Some("a URL with a password");
-            }
+            && userinfo.contains(':')
+        {
+            return Some("a URL with a password");
+        }
     }
     for token in t.split(|c: char| !(c.is_ascii_alphanumeric() || "_-+/=.".contains(c))) {
         if let Some(why) = token_secret(token) {
@@ -46,7 +50,8 @@ fn credential_like(token: &str) -> bool {
     let token = token.trim_end_matches(['.', ',', ';', ')', '"', '\'']);
     token.len() >= 8
         && (token.chars().any(|c| c.is_ascii_digit())
-            || (token.chars().any(|c| c.is_ascii_uppercase()) && token.chars().any(|c| c.is_ascii_lowercase()))
+            || (token.chars().any(|c| c.is_ascii_uppercase())
+                && token.chars().any(|c| c.is_ascii_lowercase()))
             || token.contains(['-', '_', '=', '+', '/']))
 }
 
@@ -74,13 +79,18 @@ const PREFIXES: &[(&str, usize)] = &[
 fn token_secret(token: &str) -> Option<&'static str> {
     for (p, min_rest) in PREFIXES {
         if let Some(rest) = token.strip_prefix(p)
-            && rest.len() >= *min_rest && rest.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
-                return Some("a vendor API key");
-            }
+            && rest.len() >= *min_rest
+            && rest
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        {
+            return Some("a vendor API key");
+        }
     }
     // A JSON Web Token: three base64url parts, the first a JSON header.
     let parts: Vec<&str> = token.split('.').collect();
-    if parts.len() == 3 && parts[0].starts_with("eyJ") && parts[1].len() >= 8 && parts[2].len() >= 8 {
+    if parts.len() == 3 && parts[0].starts_with("eyJ") && parts[1].len() >= 8 && parts[2].len() >= 8
+    {
         return Some("a JSON Web Token");
     }
     // A long random-looking token: mixed letters and digits, high entropy.

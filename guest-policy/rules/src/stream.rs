@@ -13,12 +13,12 @@
 
 use std::io::Write;
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::schema::{types, Node, Schema};
-use crate::validate::{check_tree, prune_tree, Path};
+use crate::schema::{Node, Schema, types};
+use crate::validate::{Path, check_tree, prune_tree};
 use crate::violation::{Violation, Violations};
 
 struct State {
@@ -44,15 +44,31 @@ pub(crate) fn run(schema: &Schema, text: &str, prune: bool) -> Result<String, Ve
     if text.len() > crate::MAX_JSON_BYTES {
         return crate::parse_json(text).map(|_| String::new());
     }
-    let mut st = State { out: prune.then(|| Vec::with_capacity(text.len())), errs: Violations::new() };
+    let mut st = State {
+        out: prune.then(|| Vec::with_capacity(text.len())),
+        errs: Violations::new(),
+    };
     let mut de = serde_json::Deserializer::from_str(text);
-    let parsed = Seed { node: Some(&schema.root), st: &mut st, path: &Path::Root, prune }
-        .deserialize(&mut de)
-        .and_then(|()| de.end());
-    if let Err(e) = parsed {
-        return Err(vec![Violation::new("", "invalid-json", format!("not valid JSON: {e}"))]);
+    let parsed = Seed {
+        node: Some(&schema.root),
+        st: &mut st,
+        path: &Path::Root,
+        prune,
     }
-    let out = st.out.take().map(|o| String::from_utf8(o).unwrap_or_default()).unwrap_or_default();
+    .deserialize(&mut de)
+    .and_then(|()| de.end());
+    if let Err(e) = parsed {
+        return Err(vec![Violation::new(
+            "",
+            "invalid-json",
+            format!("not valid JSON: {e}"),
+        )]);
+    }
+    let out = st
+        .out
+        .take()
+        .map(|o| String::from_utf8(o).unwrap_or_default())
+        .unwrap_or_default();
     st.errs.finish(out)
 }
 
@@ -82,7 +98,12 @@ fn needs_value(node: &Node) -> bool {
     node.enumeration.is_some()
         || node.constant.is_some()
         || (!node.required.is_empty() && node.properties.is_empty())
-        || !node.any_of.iter().chain(node.one_of.iter()).chain(node.not.as_deref()).all(|b| required_only(b, node))
+        || !node
+            .any_of
+            .iter()
+            .chain(node.one_of.iter())
+            .chain(node.not.as_deref())
+            .all(|b| required_only(b, node))
 }
 
 struct Seed<'a, 's, 'p> {
@@ -115,7 +136,12 @@ impl<'de> DeserializeSeed<'de> for Seed<'_, '_, '_> {
             }
             return Ok(());
         }
-        d.deserialize_any(NodeVisitor { node, st: self.st, path: self.path, prune: self.prune })
+        d.deserialize_any(NodeVisitor {
+            node,
+            st: self.st,
+            path: self.path,
+            prune: self.prune,
+        })
     }
 }
 
@@ -131,7 +157,11 @@ impl NodeVisitor<'_, '_, '_> {
     fn ty(&mut self, actual: u8) -> bool {
         let allowed = self.node.types;
         if allowed != 0 && allowed & actual == 0 {
-            self.st.fail(self.path, "type-mismatch", format!("expected {}", crate::validate::type_names(allowed)));
+            self.st.fail(
+                self.path,
+                "type-mismatch",
+                format!("expected {}", crate::validate::type_names(allowed)),
+            );
             return false;
         }
         true
@@ -142,13 +172,23 @@ impl NodeVisitor<'_, '_, '_> {
             return;
         }
         if let Some(m) = self.node.minimum
-            && f < m {
-                self.st.fail(self.path, "number-too-small", format!("must be at least {m}"));
-            }
+            && f < m
+        {
+            self.st.fail(
+                self.path,
+                "number-too-small",
+                format!("must be at least {m}"),
+            );
+        }
         if let Some(m) = self.node.maximum
-            && f > m {
-                self.st.fail(self.path, "number-too-large", format!("must be at most {m}"));
-            }
+            && f > m
+        {
+            self.st.fail(
+                self.path,
+                "number-too-large",
+                format!("must be at most {m}"),
+            );
+        }
     }
 }
 
@@ -194,7 +234,11 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
     }
 
     fn visit_f64<E>(mut self, v: f64) -> Result<(), E> {
-        let actual = if v.fract() == 0.0 { types::NUMBER | types::INTEGER } else { types::NUMBER };
+        let actual = if v.fract() == 0.0 {
+            types::NUMBER | types::INTEGER
+        } else {
+            types::NUMBER
+        };
         self.number(v, actual);
         if let Some(o) = &mut self.st.out {
             let _ = serde_json::to_writer(o, &v);
@@ -227,7 +271,11 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
                 if seq.next_element::<IgnoredAny>()?.is_none() {
                     break;
                 }
-                self.st.fail(self.path, "array-too-long", format!("must hold at most {max} items"));
+                self.st.fail(
+                    self.path,
+                    "array-too-long",
+                    format!("must hold at most {max} items"),
+                );
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
                 break;
             }
@@ -237,21 +285,32 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
                 self.st.write(b",");
             }
             let item_path = self.path.index(n as usize);
-            let seed = Seed { node: node.items.as_deref(), st: &mut *self.st, path: &item_path, prune: self.prune };
+            let seed = Seed {
+                node: node.items.as_deref(),
+                st: &mut *self.st,
+                path: &item_path,
+                prune: self.prune,
+            };
             if seq.next_element_seed(seed)?.is_none() {
                 if n > 0
-                    && let Some(o) = &mut self.st.out {
-                        o.pop();
-                    }
+                    && let Some(o) = &mut self.st.out
+                {
+                    o.pop();
+                }
                 break;
             }
             n += 1;
         }
         self.st.write(b"]");
         if let Some(min) = node.min_items
-            && n < min {
-                self.st.fail(self.path, "array-too-short", format!("must hold at least {min} items"));
-            }
+            && n < min
+        {
+            self.st.fail(
+                self.path,
+                "array-too-short",
+                format!("must hold at least {min} items"),
+            );
+        }
         Ok(())
     }
 
@@ -261,17 +320,25 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
             return Ok(());
         }
         let node = self.node;
-        let declared_only = self.prune && (node.types & types::OBJECT != 0 || !node.properties.is_empty());
+        let declared_only =
+            self.prune && (node.types & types::OBJECT != 0 || !node.properties.is_empty());
         let mut seen = vec![false; node.properties.len()];
         let mut first = true;
         self.st.write(b"{");
-        while let Some(key) = map.next_key_seed(KeySeed { node, keep_name: !declared_only })? {
+        while let Some(key) = map.next_key_seed(KeySeed {
+            node,
+            keep_name: !declared_only,
+        })? {
             match key {
                 Key::Declared(i) => {
                     let name = node.properties[i].0.as_str();
                     let at = self.path.key(name);
                     if seen[i] {
-                        self.st.fail(&at, "duplicate-key", format!("member \"{name}\" appears twice"));
+                        self.st.fail(
+                            &at,
+                            "duplicate-key",
+                            format!("member \"{name}\" appears twice"),
+                        );
                         map.next_value::<IgnoredAny>()?;
                         continue;
                     }
@@ -285,14 +352,23 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
                         o.push(b':');
                     }
                     let child = Some(&node.properties[i].1);
-                    map.next_value_seed(Seed { node: child, st: &mut *self.st, path: &at, prune: self.prune })?;
+                    map.next_value_seed(Seed {
+                        node: child,
+                        st: &mut *self.st,
+                        path: &at,
+                        prune: self.prune,
+                    })?;
                 }
                 Key::Undeclared(name) => {
                     if declared_only {
                         map.next_value::<IgnoredAny>()?;
                     } else if node.closed {
                         let name = name.unwrap_or_default();
-                        self.st.fail(&self.path.key(&name), "property-not-allowed", format!("property \"{name}\" is not declared"));
+                        self.st.fail(
+                            &self.path.key(&name),
+                            "property-not-allowed",
+                            format!("property \"{name}\" is not declared"),
+                        );
                         map.next_value::<IgnoredAny>()?;
                     } else {
                         // An open object keeps what it does not declare.
@@ -306,7 +382,12 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
                             o.push(b':');
                         }
                         let at = self.path.key(&name);
-                        map.next_value_seed(Seed { node: None, st: &mut *self.st, path: &at, prune: self.prune })?;
+                        map.next_value_seed(Seed {
+                            node: None,
+                            st: &mut *self.st,
+                            path: &at,
+                            prune: self.prune,
+                        })?;
                     }
                 }
             }
@@ -315,23 +396,40 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
         let present = |name: &str| node.lookup(name).is_some_and(|i| seen[i]);
         for name in &node.required {
             if !present(name) {
-                self.st.fail(&self.path.key(name), "required-missing", format!("required property \"{name}\" is missing"));
+                self.st.fail(
+                    &self.path.key(name),
+                    "required-missing",
+                    format!("required property \"{name}\" is missing"),
+                );
             }
         }
         let branch_passes = |b: &Node| b.required.iter().all(|r| present(r));
         if !node.any_of.is_empty() && !node.any_of.iter().any(branch_passes) {
-            self.st.fail(self.path, "any-of-no-match", "matches none of the anyOf alternatives".to_string());
+            self.st.fail(
+                self.path,
+                "any-of-no-match",
+                "matches none of the anyOf alternatives".to_string(),
+            );
         }
         if !node.one_of.is_empty() {
             let n = node.one_of.iter().filter(|b| branch_passes(b)).count();
             if n != 1 {
-                self.st.fail(self.path, "one-of-not-exactly-one", format!("must match exactly one oneOf alternative; matches {n}"));
+                self.st.fail(
+                    self.path,
+                    "one-of-not-exactly-one",
+                    format!("must match exactly one oneOf alternative; matches {n}"),
+                );
             }
         }
         if let Some(not) = &node.not
-            && branch_passes(not) {
-                self.st.fail(self.path, "not-matched", "matches a schema it must not match".to_string());
-            }
+            && branch_passes(not)
+        {
+            self.st.fail(
+                self.path,
+                "not-matched",
+                "matches a schema it must not match".to_string(),
+            );
+        }
         Ok(())
     }
 }

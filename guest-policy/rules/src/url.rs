@@ -26,10 +26,16 @@ pub fn check(url: &str, allow_loopback_http: bool) -> Result<Url<'_>, (&'static 
         return bad("url-invalid", "the URL is longer than 2048 bytes");
     }
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return bad("url-invalid", "the URL contains whitespace or control characters");
+        return bad(
+            "url-invalid",
+            "the URL contains whitespace or control characters",
+        );
     }
     if has_placeholder(url) {
-        return bad("url-placeholder", "the URL contains a placeholder; an exact URL is required");
+        return bad(
+            "url-placeholder",
+            "the URL contains a placeholder; an exact URL is required",
+        );
     }
     let Some((scheme, rest)) = url.split_once("://") else {
         return bad("url-invalid", "not an absolute URL");
@@ -47,9 +53,13 @@ pub fn check(url: &str, allow_loopback_http: bool) -> Result<Url<'_>, (&'static 
     let end = rest.find(['/', '?']).unwrap_or(rest.len());
     let authority = &rest[..end];
     if authority.contains('@') {
-        return bad("url-credentials", "the URL must not carry user information (credentials)");
+        return bad(
+            "url-credentials",
+            "the URL must not carry user information (credentials)",
+        );
     }
-    let (host, port) = split_host_port(authority).ok_or(("url-invalid", "the host or port is malformed".to_string()))?;
+    let (host, port) = split_host_port(authority)
+        .ok_or(("url-invalid", "the host or port is malformed".to_string()))?;
     if host.is_empty() {
         return bad("url-invalid", "the URL has no host");
     }
@@ -59,43 +69,69 @@ pub fn check(url: &str, allow_loopback_http: bool) -> Result<Url<'_>, (&'static 
     if trimmed == "localhost" || trimmed.ends_with(".localhost") {
         loopback = true;
     } else if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        let ip: Ipv6Addr = v6.parse().map_err(|_| ("url-invalid", "malformed IPv6 address".to_string()))?;
+        let ip: Ipv6Addr = v6
+            .parse()
+            .map_err(|_| ("url-invalid", "malformed IPv6 address".to_string()))?;
         if ip.is_loopback() {
             loopback = true;
         } else if let Some(v4) = ip.to_ipv4_mapped() {
             if v4.is_loopback() {
                 loopback = true;
             } else if private_v4(v4) {
-                return bad("url-private-address", "the URL's host is a private or special-purpose address");
+                return bad(
+                    "url-private-address",
+                    "the URL's host is a private or special-purpose address",
+                );
             }
         } else if private_v6(ip) {
-            return bad("url-private-address", "the URL's host is a private or special-purpose address");
+            return bad(
+                "url-private-address",
+                "the URL's host is a private or special-purpose address",
+            );
         }
     } else if looks_numeric(trimmed) {
         match trimmed.parse::<Ipv4Addr>() {
             Ok(ip) if ip.is_loopback() => loopback = true,
             Ok(ip) if private_v4(ip) => {
-                return bad("url-private-address", "the URL's host is a private or special-purpose address");
+                return bad(
+                    "url-private-address",
+                    "the URL's host is a private or special-purpose address",
+                );
             }
             Ok(_) => {}
             // 0x7f.1, 2130706433, 0177.0.0.1: shorthand forms resolvers accept.
-            Err(_) => return bad("url-invalid", "the host is a numeric form that is not a dotted IPv4 address"),
+            Err(_) => {
+                return bad(
+                    "url-invalid",
+                    "the host is a numeric form that is not a dotted IPv4 address",
+                );
+            }
         }
     } else if !valid_dns_name(trimmed) {
         return bad("url-invalid", "the host is not a valid DNS name");
     }
     if loopback {
         if !allow_loopback_http {
-            return bad("url-localhost", "localhost and loopback URLs cannot be called by a deployed service");
+            return bad(
+                "url-localhost",
+                "localhost and loopback URLs cannot be called by a deployed service",
+            );
         }
     } else if scheme != "https" {
         return bad("url-not-https", "the URL must use https");
     }
-    Ok(Url { scheme, host, port, loopback })
+    Ok(Url {
+        scheme,
+        host,
+        port,
+        loopback,
+    })
 }
 
 fn has_placeholder(url: &str) -> bool {
-    const MARKS: &[&str] = &["{", "}", "<", ">", "%7b", "%7d", "%3c", "%3e", "${", "{{", "[[", "]]"];
+    const MARKS: &[&str] = &[
+        "{", "}", "<", ">", "%7b", "%7d", "%3c", "%3e", "${", "{{", "[[", "]]",
+    ];
     let lower = url.to_ascii_lowercase();
     if MARKS.iter().any(|m| lower.contains(m)) {
         return true;
@@ -103,7 +139,8 @@ fn has_placeholder(url: &str) -> bool {
     // `/:id` style path parameters.
     let path = lower.split_once("://").map(|(_, r)| r).unwrap_or("");
     let path = path.find('/').map(|i| &path[i..]).unwrap_or("");
-    path.split(['/', '?', '&', '=']).any(|seg| seg.starts_with(':') && seg.len() > 1)
+    path.split(['/', '?', '&', '='])
+        .any(|seg| seg.starts_with(':') && seg.len() > 1)
 }
 
 fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
@@ -187,7 +224,11 @@ mod tests {
 
     #[test]
     fn exact_https_urls_pass() {
-        for u in ["https://api.shop.example/v1/orders/lookup", "https://api.shop.example:8443/x?y=1", "https://8.8.8.8/x"] {
+        for u in [
+            "https://api.shop.example/v1/orders/lookup",
+            "https://api.shop.example:8443/x?y=1",
+            "https://8.8.8.8/x",
+        ] {
             assert_eq!(rule(u), "ok", "{u}");
         }
     }
@@ -230,7 +271,13 @@ mod tests {
         assert!(check("http://127.0.0.1:8080/x", true).is_ok());
         assert!(check("http://localhost:3000/x", true).is_ok());
         assert!(check("http://[::1]:3000/x", true).is_ok());
-        assert_eq!(check("http://api.shop.example/x", true).unwrap_err().0, "url-not-https");
-        assert_eq!(check("http://10.0.0.1/x", true).unwrap_err().0, "url-private-address");
+        assert_eq!(
+            check("http://api.shop.example/x", true).unwrap_err().0,
+            "url-not-https"
+        );
+        assert_eq!(
+            check("http://10.0.0.1/x", true).unwrap_err().0,
+            "url-private-address"
+        );
     }
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::schema::{types, Node, Schema};
+use crate::schema::{Node, Schema, types};
 use crate::violation::{Pointer, Violation, Violations};
 
 /// Where a value sits, as a chain of borrowed segments: built for free while
@@ -151,7 +151,12 @@ pub(crate) fn type_names(t: u8) -> String {
         (types::BOOLEAN, "boolean"),
         (types::NULL, "null"),
     ];
-    names.iter().filter(|(b, _)| t & b != 0).map(|(_, n)| *n).collect::<Vec<_>>().join(" or ")
+    names
+        .iter()
+        .filter(|(b, _)| t & b != 0)
+        .map(|(_, n)| *n)
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 /// JSON equality with numbers compared by value (1 == 1.0).
@@ -166,9 +171,13 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
                 x.as_f64() == y.as_f64()
             }
         }
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
@@ -180,17 +189,23 @@ fn check(node: &Node, value: &Value, at: &Path<'_>, sink: &mut Sink<'_>) {
     }
     let actual = type_of(value);
     if node.types != 0 && node.types & actual == 0 {
-        sink.fail(at, "type-mismatch", || format!("expected {}", type_names(node.types)));
+        sink.fail(at, "type-mismatch", || {
+            format!("expected {}", type_names(node.types))
+        });
         return;
     }
     if let Some(c) = &node.constant
-        && !json_eq(c, value) {
-            sink.fail(at, "const-mismatch", || format!("must equal {c}"));
-        }
+        && !json_eq(c, value)
+    {
+        sink.fail(at, "const-mismatch", || format!("must equal {c}"));
+    }
     if let Some(list) = &node.enumeration
-        && !list.iter().any(|e| json_eq(e, value)) {
-            sink.fail(at, "enum-mismatch", || "is not one of the allowed values".to_string());
-        }
+        && !list.iter().any(|e| json_eq(e, value))
+    {
+        sink.fail(at, "enum-mismatch", || {
+            "is not one of the allowed values".to_string()
+        });
+    }
     match value {
         Value::String(s) => check_string(node, s, at, sink),
         Value::Array(items) => check_array(node, items, at, sink),
@@ -198,28 +213,39 @@ fn check(node: &Node, value: &Value, at: &Path<'_>, sink: &mut Sink<'_>) {
         Value::Number(n) => {
             if let Some(f) = n.as_f64() {
                 if node.minimum.is_some_and(|m| f < m) {
-                    sink.fail(at, "number-too-small", || format!("must be at least {}", node.minimum.unwrap_or_default()));
+                    sink.fail(at, "number-too-small", || {
+                        format!("must be at least {}", node.minimum.unwrap_or_default())
+                    });
                 }
                 if node.maximum.is_some_and(|m| f > m) {
-                    sink.fail(at, "number-too-large", || format!("must be at most {}", node.maximum.unwrap_or_default()));
+                    sink.fail(at, "number-too-large", || {
+                        format!("must be at most {}", node.maximum.unwrap_or_default())
+                    });
                 }
             }
         }
         _ => {}
     }
     if !node.any_of.is_empty() && !node.any_of.iter().any(|b| passes(b, value, at)) {
-        sink.fail(at, "any-of-no-match", || "matches none of the anyOf alternatives".to_string());
+        sink.fail(at, "any-of-no-match", || {
+            "matches none of the anyOf alternatives".to_string()
+        });
     }
     if !node.one_of.is_empty() {
         let n = node.one_of.iter().filter(|b| passes(b, value, at)).count();
         if n != 1 {
-            sink.fail(at, "one-of-not-exactly-one", || format!("must match exactly one oneOf alternative; matches {n}"));
+            sink.fail(at, "one-of-not-exactly-one", || {
+                format!("must match exactly one oneOf alternative; matches {n}")
+            });
         }
     }
     if let Some(not) = &node.not
-        && passes(not, value, at) {
-            sink.fail(at, "not-matched", || "matches a schema it must not match".to_string());
-        }
+        && passes(not, value, at)
+    {
+        sink.fail(at, "not-matched", || {
+            "matches a schema it must not match".to_string()
+        });
+    }
 }
 
 fn check_string(node: &Node, s: &str, at: &Path<'_>, sink: &mut Sink<'_>) {
@@ -229,31 +255,48 @@ fn check_string(node: &Node, s: &str, at: &Path<'_>, sink: &mut Sink<'_>) {
     let mut count = || *chars.get_or_insert_with(|| s.chars().count());
     let mut length_ok = true;
     if let Some(max) = node.max_length
-        && s.len() as u64 > max && count() as u64 > max {
-            sink.fail(at, "string-too-long", || format!("must be at most {max} characters"));
-            length_ok = false;
-        }
+        && s.len() as u64 > max
+        && count() as u64 > max
+    {
+        sink.fail(at, "string-too-long", || {
+            format!("must be at most {max} characters")
+        });
+        length_ok = false;
+    }
     if let Some(min) = node.min_length
-        && ((s.len() as u64) < min || (count() as u64) < min) {
-            sink.fail(at, "string-too-short", || format!("must be at least {min} characters"));
-        }
+        && ((s.len() as u64) < min || (count() as u64) < min)
+    {
+        sink.fail(at, "string-too-short", || {
+            format!("must be at least {min} characters")
+        });
+    }
     // The pattern runs only on strings within maxLength (bounded work).
     if let Some(re) = &node.pattern
-        && length_ok && !re.is_match(s) {
-            sink.fail(at, "pattern-mismatch", || "does not match the required pattern".to_string());
-        }
+        && length_ok
+        && !re.is_match(s)
+    {
+        sink.fail(at, "pattern-mismatch", || {
+            "does not match the required pattern".to_string()
+        });
+    }
 }
 
 fn check_array(node: &Node, items: &[Value], at: &Path<'_>, sink: &mut Sink<'_>) {
     if let Some(max) = node.max_items
-        && items.len() as u64 > max {
-            sink.fail(at, "array-too-long", || format!("must hold at most {max} items"));
-            return;
-        }
+        && items.len() as u64 > max
+    {
+        sink.fail(at, "array-too-long", || {
+            format!("must hold at most {max} items")
+        });
+        return;
+    }
     if let Some(min) = node.min_items
-        && (items.len() as u64) < min {
-            sink.fail(at, "array-too-short", || format!("must hold at least {min} items"));
-        }
+        && (items.len() as u64) < min
+    {
+        sink.fail(at, "array-too-short", || {
+            format!("must hold at least {min} items")
+        });
+    }
     if let Some(item) = &node.items {
         for (i, v) in items.iter().enumerate() {
             if sink.done() {
@@ -267,7 +310,9 @@ fn check_array(node: &Node, items: &[Value], at: &Path<'_>, sink: &mut Sink<'_>)
 fn check_object(node: &Node, map: &Map<String, Value>, at: &Path<'_>, sink: &mut Sink<'_>) {
     for name in &node.required {
         if !map.contains_key(name) {
-            sink.fail(&at.key(name), "required-missing", || format!("required property \"{name}\" is missing"));
+            sink.fail(&at.key(name), "required-missing", || {
+                format!("required property \"{name}\" is missing")
+            });
         }
     }
     for (k, v) in map {
@@ -276,9 +321,9 @@ fn check_object(node: &Node, map: &Map<String, Value>, at: &Path<'_>, sink: &mut
         }
         match node.property(k) {
             Some(child) => check(child, v, &at.key(k), sink),
-            None if node.closed => {
-                sink.fail(&at.key(k), "property-not-allowed", || format!("property \"{k}\" is not declared"))
-            }
+            None if node.closed => sink.fail(&at.key(k), "property-not-allowed", || {
+                format!("property \"{k}\" is not declared")
+            }),
             None => {}
         }
     }
@@ -286,8 +331,8 @@ fn check_object(node: &Node, map: &Map<String, Value>, at: &Path<'_>, sink: &mut
 
 #[cfg(test)]
 mod tests {
-    use crate::schema::{compile, Dialect};
-    use serde_json::{json, Value};
+    use crate::schema::{Dialect, compile};
+    use serde_json::{Value, json};
 
     /// Validates through the tree walker and through the streaming pass,
     /// asserts they agree (as sets), and returns the tree walker's list.
@@ -295,7 +340,10 @@ mod tests {
         let s = compile(Dialect::Input, &schema).expect("schema compiles");
         let pairs = |r: Result<(), Vec<crate::Violation>>| match r {
             Ok(()) => vec![],
-            Err(v) => v.into_iter().map(|v| (v.pointer, v.rule)).collect::<Vec<_>>(),
+            Err(v) => v
+                .into_iter()
+                .map(|v| (v.pointer, v.rule))
+                .collect::<Vec<_>>(),
         };
         let tree = pairs(s.validate(&value));
         let streamed = pairs(s.validate_text(&value.to_string()));
@@ -312,38 +360,75 @@ mod tests {
 
     fn schema() -> Value {
         json!({"type": "object", "additionalProperties": false, "required": ["q"],
-            "properties": {
-                "q": {"type": "string", "maxLength": 5, "minLength": 2, "pattern": "^[a-z]+$"},
-                "k": {"type": "string", "maxLength": 3, "enum": ["a", "b"]},
-                "n": {"type": "integer"},
-                "c": {"const": 1},
-                "tags": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 2}}
-            }})
+        "properties": {
+            "q": {"type": "string", "maxLength": 5, "minLength": 2, "pattern": "^[a-z]+$"},
+            "k": {"type": "string", "maxLength": 3, "enum": ["a", "b"]},
+            "n": {"type": "integer"},
+            "c": {"const": 1},
+            "tags": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 2}}
+        }})
     }
 
     #[test]
     fn valid_arguments_pass() {
-        assert!(errs(schema(), json!({"q": "abc", "k": "a", "n": 3, "c": 1.0, "tags": ["x"]})).is_empty());
+        assert!(
+            errs(
+                schema(),
+                json!({"q": "abc", "k": "a", "n": 3, "c": 1.0, "tags": ["x"]})
+            )
+            .is_empty()
+        );
     }
 
     #[test]
     fn each_keyword_is_enforced() {
         assert_eq!(errs(schema(), json!({})), vec![e("/q", "required-missing")]);
-        assert_eq!(errs(schema(), json!({"q": "abcdef"})), vec![e("/q", "string-too-long")]);
-        assert_eq!(errs(schema(), json!({"q": "a"})), vec![e("/q", "string-too-short")]);
-        assert_eq!(errs(schema(), json!({"q": "AB"})), vec![e("/q", "pattern-mismatch")]);
-        assert_eq!(errs(schema(), json!({"q": "ab", "k": "z"})), vec![e("/k", "enum-mismatch")]);
-        assert_eq!(errs(schema(), json!({"q": "ab", "n": 1.5})), vec![e("/n", "type-mismatch")]);
-        assert_eq!(errs(schema(), json!({"q": "ab", "c": 2})), vec![e("/c", "const-mismatch")]);
-        assert_eq!(errs(schema(), json!({"q": "ab", "x": 1})), vec![e("/x", "property-not-allowed")]);
-        assert_eq!(errs(schema(), json!({"q": "ab", "tags": ["a", "b", "c"]})), vec![e("/tags", "array-too-long")]);
-        assert_eq!(errs(schema(), json!({"q": "ab", "tags": ["abc"]})), vec![e("/tags/0", "string-too-long")]);
+        assert_eq!(
+            errs(schema(), json!({"q": "abcdef"})),
+            vec![e("/q", "string-too-long")]
+        );
+        assert_eq!(
+            errs(schema(), json!({"q": "a"})),
+            vec![e("/q", "string-too-short")]
+        );
+        assert_eq!(
+            errs(schema(), json!({"q": "AB"})),
+            vec![e("/q", "pattern-mismatch")]
+        );
+        assert_eq!(
+            errs(schema(), json!({"q": "ab", "k": "z"})),
+            vec![e("/k", "enum-mismatch")]
+        );
+        assert_eq!(
+            errs(schema(), json!({"q": "ab", "n": 1.5})),
+            vec![e("/n", "type-mismatch")]
+        );
+        assert_eq!(
+            errs(schema(), json!({"q": "ab", "c": 2})),
+            vec![e("/c", "const-mismatch")]
+        );
+        assert_eq!(
+            errs(schema(), json!({"q": "ab", "x": 1})),
+            vec![e("/x", "property-not-allowed")]
+        );
+        assert_eq!(
+            errs(schema(), json!({"q": "ab", "tags": ["a", "b", "c"]})),
+            vec![e("/tags", "array-too-long")]
+        );
+        assert_eq!(
+            errs(schema(), json!({"q": "ab", "tags": ["abc"]})),
+            vec![e("/tags/0", "string-too-long")]
+        );
         assert_eq!(errs(schema(), json!([])), vec![e("", "type-mismatch")]);
     }
 
     #[test]
     fn lengths_count_code_points() {
-        assert!(errs(schema(), json!({"q": "ab", "k": "ñ"})).iter().all(|(_, r)| r == "enum-mismatch"));
+        assert!(
+            errs(schema(), json!({"q": "ab", "k": "ñ"}))
+                .iter()
+                .all(|(_, r)| r == "enum-mismatch")
+        );
         let s = json!({"type": "object", "additionalProperties": false, "properties": {"s": {"type": "string", "maxLength": 2}}});
         assert!(errs(s, json!({"s": "ññ"})).is_empty());
     }
@@ -354,14 +439,23 @@ mod tests {
             "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}},
             "oneOf": [{"required": ["a"]}, {"required": ["b"]}]});
         assert!(errs(base.clone(), json!({"a": true})).is_empty());
-        assert_eq!(errs(base.clone(), json!({"a": true, "b": true})), vec![e("", "one-of-not-exactly-one")]);
+        assert_eq!(
+            errs(base.clone(), json!({"a": true, "b": true})),
+            vec![e("", "one-of-not-exactly-one")]
+        );
         assert_eq!(errs(base, json!({})), vec![e("", "one-of-not-exactly-one")]);
         let any_not = json!({"type": "object", "additionalProperties": false,
             "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}},
             "anyOf": [{"required": ["a"]}, {"required": ["b"]}], "not": {"required": ["a", "b"]}});
         assert!(errs(any_not.clone(), json!({"b": false})).is_empty());
-        assert_eq!(errs(any_not.clone(), json!({})), vec![e("", "any-of-no-match")]);
-        assert_eq!(errs(any_not, json!({"a": true, "b": true})), vec![e("", "not-matched")]);
+        assert_eq!(
+            errs(any_not.clone(), json!({})),
+            vec![e("", "any-of-no-match")]
+        );
+        assert_eq!(
+            errs(any_not, json!({"a": true, "b": true})),
+            vec![e("", "not-matched")]
+        );
     }
 
     #[test]
@@ -370,9 +464,13 @@ mod tests {
             "properties": {"name": {"type": "string", "maxLength": 10},
                 "items": {"type": "array", "maxItems": 3, "items": {"type": "object", "additionalProperties": false,
                     "properties": {"id": {"type": "integer"}}}}}})).unwrap();
-        let pruned = out.prune(json!({"name": "x", "secret": "s", "items": [{"id": 1, "internal": true}]})).unwrap();
+        let pruned = out
+            .prune(json!({"name": "x", "secret": "s", "items": [{"id": 1, "internal": true}]}))
+            .unwrap();
         assert_eq!(pruned, json!({"name": "x", "items": [{"id": 1}]}));
-        let err = out.prune(json!({"name": "far too long a name", "junk": 1})).unwrap_err();
+        let err = out
+            .prune(json!({"name": "far too long a name", "junk": 1}))
+            .unwrap_err();
         assert_eq!(err[0].rule, "string-too-long");
         assert_eq!(err.len(), 1);
     }
@@ -381,15 +479,34 @@ mod tests {
     fn streaming_handles_what_the_tree_cannot_see() {
         let s = compile(Dialect::Input, &schema()).unwrap();
         // Duplicate members: a tree keeps the last; the stream refuses them.
-        assert_eq!(s.validate_text(r#"{"q":"ab","q":"cd"}"#).unwrap_err()[0].rule, "duplicate-key");
+        assert_eq!(
+            s.validate_text(r#"{"q":"ab","q":"cd"}"#).unwrap_err()[0].rule,
+            "duplicate-key"
+        );
         // Items past maxItems are not even parsed into values.
-        let many = format!("{{\"q\":\"ab\",\"tags\":[{}]}}", vec!["\"a\""; 10_000].join(","));
+        let many = format!(
+            "{{\"q\":\"ab\",\"tags\":[{}]}}",
+            vec!["\"a\""; 10_000].join(",")
+        );
         let v = s.validate_text(&many).unwrap_err();
-        assert_eq!((v[0].pointer.as_str(), v[0].rule.as_str()), ("/tags", "array-too-long"));
+        assert_eq!(
+            (v[0].pointer.as_str(), v[0].rule.as_str()),
+            ("/tags", "array-too-long")
+        );
         assert_eq!(v.len(), 1);
         // Arrays and objects in every position, nested.
-        assert_eq!(errs(schema(), json!({"q": "ab", "tags": [[], {}], "k": ["a"], "n": {}})).len(), 4);
-        assert_eq!(errs(schema(), json!([1, 2, {"q": 1}])), vec![e("", "type-mismatch")]);
+        assert_eq!(
+            errs(
+                schema(),
+                json!({"q": "ab", "tags": [[], {}], "k": ["a"], "n": {}})
+            )
+            .len(),
+            4
+        );
+        assert_eq!(
+            errs(schema(), json!([1, 2, {"q": 1}])),
+            vec![e("", "type-mismatch")]
+        );
     }
 
     #[test]
@@ -399,18 +516,31 @@ mod tests {
                 "properties": {"x": {"type": ["integer", "null"]}, "y": {"type": "string", "maxLength": 9}}}},
                 "b": {"type": "string", "maxLength": 9}}})).unwrap();
         let input = json!({"a": [{"x": 1, "z": {"deep": [1, 2]}}, {"y": "k\"q", "x": null}], "b": "s", "c": [1, {"d": 2}]});
-        let streamed: Value = serde_json::from_str(&out.prune_text(&input.to_string()).unwrap()).unwrap();
+        let streamed: Value =
+            serde_json::from_str(&out.prune_text(&input.to_string()).unwrap()).unwrap();
         assert_eq!(streamed, out.prune(input).unwrap());
-        assert_eq!(streamed, json!({"a": [{"x": 1}, {"y": "k\"q", "x": null}], "b": "s"}));
-        assert_eq!(out.prune_text("{\"a\": [} ").unwrap_err()[0].rule, "invalid-json");
-        assert_eq!(out.prune_text("{} trailing").unwrap_err()[0].rule, "invalid-json");
+        assert_eq!(
+            streamed,
+            json!({"a": [{"x": 1}, {"y": "k\"q", "x": null}], "b": "s"})
+        );
+        assert_eq!(
+            out.prune_text("{\"a\": [} ").unwrap_err()[0].rule,
+            "invalid-json"
+        );
+        assert_eq!(
+            out.prune_text("{} trailing").unwrap_err()[0].rule,
+            "invalid-json"
+        );
     }
 
     #[test]
     fn invalid_json_is_one_violation() {
         let s = compile(Dialect::Input, &schema()).unwrap();
         let err = s.validate_text("{nope").unwrap_err();
-        assert_eq!((err[0].pointer.as_str(), err[0].rule.as_str()), ("", "invalid-json"));
+        assert_eq!(
+            (err[0].pointer.as_str(), err[0].rule.as_str()),
+            ("", "invalid-json")
+        );
         let deep = "[".repeat(10_000);
         assert_eq!(s.validate_text(&deep).unwrap_err()[0].rule, "invalid-json");
     }

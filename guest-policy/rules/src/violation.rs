@@ -19,7 +19,11 @@ pub struct Violation {
 
 impl Violation {
     pub fn new(pointer: impl Into<String>, rule: &str, message: impl Into<String>) -> Self {
-        Violation { pointer: pointer.into(), rule: rule.to_string(), message: message.into() }
+        Violation {
+            pointer: pointer.into(),
+            rule: rule.to_string(),
+            message: message.into(),
+        }
     }
 }
 
@@ -47,7 +51,11 @@ impl Violations {
 
     pub fn push_at(&mut self, pointer: String, rule: &str, message: impl Into<String>) {
         if self.list.len() < MAX_VIOLATIONS - 1 {
-            self.list.push(Violation { pointer, rule: rule.to_string(), message: message.into() });
+            self.list.push(Violation {
+                pointer,
+                rule: rule.to_string(),
+                message: message.into(),
+            });
         } else {
             self.overflowed = true;
         }
@@ -77,7 +85,10 @@ impl Violations {
             self.list.push(Violation::new(
                 "",
                 "too-many-violations",
-                format!("more than {} violations; the rest are not reported", MAX_VIOLATIONS - 1),
+                format!(
+                    "more than {} violations; the rest are not reported",
+                    MAX_VIOLATIONS - 1
+                ),
             ));
         }
         self.list
@@ -85,7 +96,11 @@ impl Violations {
 
     /// `Ok(value)` when nothing was recorded.
     pub fn finish<T>(self, value: T) -> Result<T, Vec<Violation>> {
-        if self.is_empty() { Ok(value) } else { Err(self.into_vec()) }
+        if self.is_empty() {
+            Ok(value)
+        } else {
+            Err(self.into_vec())
+        }
     }
 }
 
@@ -137,7 +152,10 @@ mod tests {
 
     #[test]
     fn pointer_escapes_tilde_and_slash() {
-        assert_eq!(Pointer::root().key("a/b").key("c~d").index(2).as_str(), "/a~1b/c~0d/2");
+        assert_eq!(
+            Pointer::root().key("a/b").key("c~d").index(2).as_str(),
+            "/a~1b/c~0d/2"
+        );
     }
 
     #[test]

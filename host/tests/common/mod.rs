@@ -17,30 +17,50 @@ pub fn build_guest(dir: &str, artifact: &str) -> PathBuf {
         Some(t) => t.clone(),
         None => {
             let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-            let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guests").join(dir.replace(['/', '.'], "_"));
+            let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join("guests")
+                .join(dir.replace(['/', '.'], "_"));
             let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
             cmd.current_dir(&src)
-                .args(["build", "--release", "--locked", "--target", "wasm32-wasip2", "--target-dir"])
+                .args([
+                    "build",
+                    "--release",
+                    "--locked",
+                    "--target",
+                    "wasm32-wasip2",
+                    "--target-dir",
+                ])
                 .arg(&target);
             for (key, _) in std::env::vars_os() {
                 let key = key.to_string_lossy().into_owned();
                 if (key.starts_with("CARGO_") && key != "CARGO_HOME")
-                    || matches!(key.as_str(), "RUSTFLAGS" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER")
+                    || matches!(
+                        key.as_str(),
+                        "RUSTFLAGS" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER"
+                    )
                 {
                     cmd.env_remove(&key);
                 }
             }
             let status = cmd.status().expect("run cargo");
-            assert!(status.success(), "building {dir} for wasm32-wasip2 failed (rustup target add wasm32-wasip2?)");
+            assert!(
+                status.success(),
+                "building {dir} for wasm32-wasip2 failed (rustup target add wasm32-wasip2?)"
+            );
             built.insert(dir.to_string(), target.clone());
             target
         }
     };
-    let path = target_dir.join("wasm32-wasip2/release").join(format!("{artifact}.wasm"));
+    let path = target_dir
+        .join("wasm32-wasip2/release")
+        .join(format!("{artifact}.wasm"));
     assert!(path.exists(), "{} was not built", path.display());
     path
 }
 
 pub fn hostile(name: &str) -> PathBuf {
-    build_guest("tests/guests", &format!("hostile_{}", name.replace('-', "_")))
+    build_guest(
+        "tests/guests",
+        &format!("hostile_{}", name.replace('-', "_")),
+    )
 }

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 
 use warden_policy_rules::cache::SchemaCache;
 use warden_policy_rules::schema::{self, Dialect};
-use warden_policy_rules::{definition, interaction, Violation as RuleViolation};
+use warden_policy_rules::{Violation as RuleViolation, definition, interaction};
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -17,7 +17,8 @@ wit_bindgen::generate!({
 });
 
 use exports::warden::policy::validator::{
-    DefinitionOptions, Guest, IntegrationSchemaKind, InteractionKind, SchemaRef, ShapedInteraction, Violation,
+    DefinitionOptions, Guest, IntegrationSchemaKind, InteractionKind, SchemaRef, ShapedInteraction,
+    Violation,
 };
 
 /// The house prefix, baked in at build time.
@@ -31,7 +32,13 @@ thread_local! {
 }
 
 fn convert(list: Vec<RuleViolation>) -> Vec<Violation> {
-    list.into_iter().map(|v| Violation { pointer: v.pointer, rule: v.rule, message: v.message }).collect()
+    list.into_iter()
+        .map(|v| Violation {
+            pointer: v.pointer,
+            rule: v.rule,
+            message: v.message,
+        })
+        .collect()
 }
 
 /// The house rule. Returns a violation when the definition has a string
@@ -55,21 +62,28 @@ fn with_schema<T>(
     schema: &SchemaRef,
     f: impl FnOnce(&schema::Schema) -> Result<T, Vec<RuleViolation>>,
 ) -> Result<T, Vec<Violation>> {
-    let compiled = CACHE.with(|c| c.borrow_mut().get(dialect, &schema.key, &schema.text)).map_err(|_| {
-        vec![Violation {
-            pointer: String::new(),
-            rule: "schema-invalid".to_string(),
-            message: "the schema does not compile".to_string(),
-        }]
-    })?;
+    let compiled = CACHE
+        .with(|c| c.borrow_mut().get(dialect, &schema.key, &schema.text))
+        .map_err(|_| {
+            vec![Violation {
+                pointer: String::new(),
+                rule: "schema-invalid".to_string(),
+                message: "the schema does not compile".to_string(),
+            }]
+        })?;
     f(&compiled).map_err(convert)
 }
 
 struct Policy;
 
 impl Guest for Policy {
-    fn check_definition(definition: String, options: DefinitionOptions) -> Result<(), Vec<Violation>> {
-        let opts = definition::Options { allow_loopback_http: options.allow_loopback_http };
+    fn check_definition(
+        definition: String,
+        options: DefinitionOptions,
+    ) -> Result<(), Vec<Violation>> {
+        let opts = definition::Options {
+            allow_loopback_http: options.allow_loopback_http,
+        };
         let mut violations = match definition::check_text(&definition, opts) {
             Ok(()) => Vec::new(),
             Err(list) => convert(list),
@@ -80,15 +94,29 @@ impl Guest for Policy {
                 violations.insert(0, v);
             }
         }
-        if violations.is_empty() { Ok(()) } else { Err(violations) }
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(violations)
+        }
     }
 
-    fn validate_arguments(input_schema: SchemaRef, arguments: String) -> Result<(), Vec<Violation>> {
-        with_schema(Dialect::Input, &input_schema, |s| s.validate_text(&arguments))
+    fn validate_arguments(
+        input_schema: SchemaRef,
+        arguments: String,
+    ) -> Result<(), Vec<Violation>> {
+        with_schema(Dialect::Input, &input_schema, |s| {
+            s.validate_text(&arguments)
+        })
     }
 
-    fn prune_output(output_schema: SchemaRef, endpoint_result: String) -> Result<String, Vec<Violation>> {
-        with_schema(Dialect::Output, &output_schema, |s| s.prune_text(&endpoint_result))
+    fn prune_output(
+        output_schema: SchemaRef,
+        endpoint_result: String,
+    ) -> Result<String, Vec<Violation>> {
+        with_schema(Dialect::Output, &output_schema, |s| {
+            s.prune_text(&endpoint_result)
+        })
     }
 
     fn shape_interaction(endpoint_result: String) -> Result<ShapedInteraction, Vec<Violation>> {
@@ -105,8 +133,13 @@ impl Guest for Policy {
         })
     }
 
-    fn check_integration_schema(_kind: IntegrationSchemaKind, schema: String) -> Result<(), Vec<Violation>> {
-        schema::compile_text(Dialect::Integration, &schema).map(|_| ()).map_err(convert)
+    fn check_integration_schema(
+        _kind: IntegrationSchemaKind,
+        schema: String,
+    ) -> Result<(), Vec<Violation>> {
+        schema::compile_text(Dialect::Integration, &schema)
+            .map(|_| ())
+            .map_err(convert)
     }
 
     fn validate_integration(schema: SchemaRef, value: String) -> Result<(), Vec<Violation>> {

@@ -3,5 +3,9 @@
 include!("../../common.rs");
 
 fn hostile(function: &str) -> Result<String, Vec<Violation>> {
-    if function == "prune-output" { Ok("this is not JSON".to_string()) } else { Err(Vec::new()) }
+    if function == "prune-output" {
+        Ok("this is not JSON".to_string())
+    } else {
+        Err(Vec::new())
+    }
 }
