@@ -21,6 +21,9 @@ pub struct SandboxConfig {
     pub max_wasm_stack: usize,
     /// Calls an instance serves before it is recycled.
     pub max_calls_per_instance: u32,
+    /// An instance whose linear memory grew past this is dropped after its
+    /// call instead of being kept idle (memory never shrinks).
+    pub max_idle_memory: usize,
     /// Idle instances kept per account.
     pub max_idle_per_account: usize,
     /// Idle instances kept in all (least recently used accounts go first).
@@ -49,6 +52,7 @@ impl Default for SandboxConfig {
             table_elements: 20_000,
             max_wasm_stack: 1 << 20,
             max_calls_per_instance: 10_000,
+            max_idle_memory: 16 << 20,
             max_idle_per_account: 2,
             max_idle_total: 64,
             max_instances: 128,

@@ -26,6 +26,8 @@ pub(crate) struct Limiter {
     memory_limit: usize,
     table_elements: usize,
     pub hit: Option<LimitHit>,
+    /// Largest linear memory size granted so far (memories never shrink).
+    pub memory_size: usize,
 }
 
 impl ResourceLimiter for Limiter {
@@ -39,6 +41,7 @@ impl ResourceLimiter for Limiter {
             self.hit = Some(LimitHit::Memory);
             return Err(wasmtime::Error::msg("memory limit exceeded"));
         }
+        self.memory_size = self.memory_size.max(desired);
         Ok(true)
     }
 
@@ -93,7 +96,8 @@ pub struct PoolStats {
     pub instantiated: u64,
     /// Instances dropped after a fault (never reused).
     pub discarded_after_fault: u64,
-    /// Instances dropped after `max_calls_per_instance` calls.
+    /// Instances dropped after `max_calls_per_instance` calls, or because
+    /// their memory grew past `max_idle_memory`.
     pub recycled: u64,
     /// Instances currently idle.
     pub idle: usize,
@@ -171,7 +175,11 @@ impl Pool {
         match result {
             Ok(v) => {
                 live.calls += 1;
-                if live.calls >= self.config.max_calls_per_instance {
+                // An instance that served its quota, or whose memory grew
+                // past what an idle instance may hold, is not kept.
+                if live.calls >= self.config.max_calls_per_instance
+                    || live.store.data().limiter.memory_size > self.config.max_idle_memory
+                {
                     self.recycled.fetch_add(1, Ordering::Relaxed);
                 } else {
                     self.checkin(account, live);
@@ -228,6 +236,7 @@ impl Pool {
                         memory_limit: self.config.memory_limit,
                         table_elements: self.config.table_elements,
                         hit: None,
+                        memory_size: 0,
                     },
                 },
             );

@@ -283,3 +283,33 @@ fn concurrent_calls_of_one_account_each_get_their_own_instance() {
     assert!(s.idle_instance_ids("shared").len() <= s.config().max_idle_per_account);
     assert_eq!(s.stats().discarded_after_fault, 0);
 }
+
+#[test]
+fn an_instance_whose_memory_grew_is_not_kept_idle() {
+    let config = SandboxConfig {
+        max_idle_memory: 4 << 20,
+        ..SandboxConfig::default()
+    };
+    let s = Sandbox::load_with(GuestSource::Default, config).unwrap();
+    let output = SchemaRef {
+        key: "k",
+        text: OUTPUT,
+    };
+    s.prune_output("acct", output, r#"{"name":"x"}"#)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.idle_instance_ids("acct").len(),
+        1,
+        "a small call keeps its instance"
+    );
+    // A 1.5 MiB result makes the guest's memory grow past 4 MiB.
+    let big = format!(r#"{{"name":"x","junk":"{}"}}"#, "y".repeat(3 << 19));
+    s.prune_output("acct", output, &big).unwrap().unwrap();
+    assert!(
+        s.idle_instance_ids("acct").is_empty(),
+        "the grown instance was dropped"
+    );
+    assert_eq!(s.stats().recycled, 1);
+    assert_eq!(s.stats().discarded_after_fault, 0);
+}
