@@ -17,9 +17,26 @@ pub fn to_rfc3339(millis: i64) -> String {
         .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
 }
 
+/// Parses an RFC 3339 UTC timestamp that ends in `Z` into milliseconds.
+pub fn parse_rfc3339_utc(text: &str) -> Option<i64> {
+    if !text.ends_with('Z') {
+        return None;
+    }
+    let t = OffsetDateTime::parse(text, &Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_only_utc_with_z_and_round_trips() {
+        assert_eq!(parse_rfc3339_utc("2023-11-14T22:13:20.123Z"), Some(1_700_000_000_123));
+        assert_eq!(parse_rfc3339_utc(&to_rfc3339(1_700_000_000_123)), Some(1_700_000_000_123));
+        assert_eq!(parse_rfc3339_utc("2023-11-14T22:13:20+00:00"), None);
+        assert_eq!(parse_rfc3339_utc("yesterday"), None);
+    }
 
     #[test]
     fn formats_utc_with_z() {

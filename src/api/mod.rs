@@ -39,6 +39,7 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health::health))
         .route("/v1/agent-policy", get(policy::get_policy).put(policy::put_policy).delete(policy::delete_policy))
         .route("/v1/diagnostics/settings", get(diagnostics::get_settings).put(diagnostics::put_settings))
+        .route("/v1/diagnostics/capability-gaps", get(diagnostics::list_capability_gaps))
         .route(
             "/v1/capability-credentials/{credential_ref}",
             put(credentials::put_credential).delete(credentials::delete_credential),

@@ -20,6 +20,7 @@ pub mod capabilities;
 pub mod capability_tests;
 pub mod credentials;
 pub mod diagnostics;
+pub mod gap_events;
 pub mod idempotency;
 pub mod policy;
 

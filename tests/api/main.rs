@@ -13,6 +13,7 @@ mod crash;
 mod credentials;
 mod diagnostics;
 mod errors;
+mod gaps;
 mod health;
 mod isolation;
 mod policy;

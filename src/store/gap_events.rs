@@ -1,0 +1,63 @@
+//! Capability-gap events, listed newest first with a keyset cursor
+//! `(occurred_at, id)` so pages stay stable when timestamps are equal.
+
+use super::{Store, StoreResult, on_pool};
+use crate::store::accounts::AccountId;
+
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct GapEvent {
+    pub id: String,
+    pub kind: String,
+    pub reason_code: String,
+    pub conversation_id: Option<String>,
+    pub capability: Option<String>,
+    pub message_text: Option<String>,
+    pub occurred_at: i64,
+}
+
+/// The last event of the previous page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GapCursor {
+    pub occurred_at: i64,
+    pub id: String,
+}
+
+const COLUMNS: &str = "id, kind, reason_code, conversation_id, capability, message_text, occurred_at";
+
+impl Store {
+    pub async fn record_gap_event(&self, account: &AccountId, event: &GapEvent) -> StoreResult<()> {
+        let sql = format!("INSERT INTO gap_events (account_id, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+        on_pool!(self, pool => {
+            sqlx::query(&sql)
+                .bind(account.0)
+                .bind(&event.id)
+                .bind(&event.kind)
+                .bind(&event.reason_code)
+                .bind(&event.conversation_id)
+                .bind(&event.capability)
+                .bind(&event.message_text)
+                .bind(event.occurred_at)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// Up to `limit` events older than `before` (or the newest), newest first.
+    pub async fn list_gap_events(&self, account: &AccountId, limit: i64, before: Option<&GapCursor>) -> StoreResult<Vec<GapEvent>> {
+        let (at, id) = match before {
+            Some(c) => (c.occurred_at, c.id.as_str()),
+            None => (i64::MAX, ""),
+        };
+        // Without a cursor every event qualifies through the first clause.
+        let sql = format!(
+            "SELECT {COLUMNS} FROM gap_events WHERE account_id = $1 \
+             AND (occurred_at < $2 OR (occurred_at = $2 AND id < $3)) \
+             ORDER BY occurred_at DESC, id DESC LIMIT $4"
+        );
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(account.0).bind(at).bind(id).bind(limit).fetch_all(pool).await
+        })?)
+    }
+}
