@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod channel;
 pub mod cli;
 pub mod crypto;
 pub mod domain;

@@ -41,6 +41,9 @@ pub enum ApiError {
     Violations { message: String, violations: Vec<serde_json::Value> },
     #[error("{0}")]
     Conflict(String),
+    /// The body does not meet the schema (nested routes: 422).
+    #[error("{0}")]
+    Validation(String),
     #[error("the Idempotency-Key was already used with a different request")]
     IdempotencyKeyReused,
     #[error("the policy sandbox failed")]
@@ -78,6 +81,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
             ApiError::Violations { .. } => (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "CONFLICT"),
+            ApiError::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR"),
             ApiError::IdempotencyKeyReused => (StatusCode::CONFLICT, "IDEMPOTENCY_KEY_REUSED"),
             ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
