@@ -10,7 +10,7 @@ help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
 	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed)"
 	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
-	@echo "make bench   sandbox benchmarks: figures and ratios against native"
+	@echo "make bench   sandbox figures and ratios against native; executor overhead per call"
 	@echo "make lint    rustfmt check and clippy with warnings denied"
 
 toolchain:
@@ -24,12 +24,15 @@ run: toolchain
 
 test: toolchain postgres
 	$(CARGO) test --workspace --no-fail-fast
+	cd guest-policy && $(CARGO) test --locked -p warden-policy-rules
 
+# cd, not --manifest-path: guest-policy/.cargo/config.toml (wasm SIMD) is read from the current directory.
 guest: toolchain
-	$(CARGO) build --manifest-path guest-policy/Cargo.toml --target wasm32-wasip2 --release
+	cd guest-policy && $(CARGO) build --release --locked --target wasm32-wasip2
 
 bench: toolchain
-	$(CARGO) bench -p warden-host
+	$(CARGO) bench -p warden-host --bench sandbox
+	$(CARGO) bench -p warden --bench executor
 
 lint: toolchain
 	$(CARGO) fmt --all -- --check
