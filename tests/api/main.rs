@@ -14,6 +14,7 @@ mod credentials;
 mod diagnostics;
 mod errors;
 mod gaps;
+mod guest_swap;
 mod health;
 mod isolation;
 mod policy;
