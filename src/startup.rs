@@ -10,7 +10,9 @@ use tokio::net::TcpListener;
 use crate::api::{self, AppContext};
 use crate::cli::{DatabaseArgs, MasterKeyArgs, ServeArgs};
 use crate::crypto::master_key;
+use crate::executor::Executor;
 use crate::sandbox::PolicySandbox;
+use crate::signing::Signer;
 use crate::store::{DatabaseKind, Store};
 
 pub struct Application {
@@ -31,11 +33,15 @@ impl Application {
         let store = Store::connect(&database.database_url)
             .await
             .with_context(|| format!("cannot open the {} database", backend_label(&kind)))?;
+        let signer = Signer::start(store.clone(), keyring.clone()).await.context("cannot load the signing key")?;
+        let executor = Executor::new(sandbox.clone(), store.clone(), keyring.clone(), signer.clone());
         let state = Arc::new(AppContext {
             store: store.clone(),
             environment: database.environment.clone(),
             keyring,
             sandbox,
+            signer,
+            executor,
         });
         let listener = TcpListener::bind(serve.listen)
             .await

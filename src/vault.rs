@@ -72,20 +72,24 @@ fn row_associated_data(row: &CredentialRow) -> Vec<u8> {
     associated_data(row.account_id, &row.credential_ref, &row.auth_type, row.header_name.as_deref())
 }
 
-/// Re-seals every stored secret under the current master key (all or nothing).
+/// Re-seals every stored secret (credentials and signing keys) under the
+/// current master key, all or nothing.
 pub async fn rotate_master_key(store: &Store, keyring: &Keyring) -> Result<ResealCounts, StoreError> {
     let current = keyring.current().id();
     store
-        .reseal_credentials(|row| {
-            let sealed: Sealed = row.sealed().ok_or("a configured credential has no sealed secret")?;
-            if sealed.key_id == current {
-                return Ok(None);
-            }
-            let ad = row_associated_data(row);
-            let plain = keyring
-                .open(&sealed, &ad)
-                .map_err(|e| format!("credential {} of account {}: {e}", row.credential_ref, row.account_id))?;
-            Ok(Some(keyring.seal(&plain, &ad)))
-        })
+        .reseal_secrets(
+            |row| {
+                let sealed: Sealed = row.sealed().ok_or("a configured credential has no sealed secret")?;
+                if sealed.key_id == current {
+                    return Ok(None);
+                }
+                let ad = row_associated_data(row);
+                let plain = keyring
+                    .open(&sealed, &ad)
+                    .map_err(|e| format!("credential {} of account {}: {e}", row.credential_ref, row.account_id))?;
+                Ok(Some(keyring.seal(&plain, &ad)))
+            },
+            |key| crate::signing::keys::reseal_private(keyring, key),
+        )
         .await
 }

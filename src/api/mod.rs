@@ -8,16 +8,20 @@ use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::crypto::master_key::Keyring;
+use crate::executor::Executor;
 use crate::sandbox::PolicySandbox;
+use crate::signing::Signer;
 use crate::store::Store;
 
 pub mod auth;
 pub mod capabilities;
+pub mod capability_test;
 pub mod credentials;
 pub mod diagnostics;
 pub mod error;
 pub mod health;
 pub mod json_body;
+pub mod jwks;
 pub mod policy;
 pub mod request_log;
 
@@ -30,6 +34,10 @@ pub struct AppContext {
     pub keyring: Keyring,
     /// The policy guest: judges definitions, arguments and results.
     pub sandbox: PolicySandbox,
+    /// Signs the capability context of every outbound call.
+    pub signer: Signer,
+    /// The only way to call a host endpoint.
+    pub executor: Executor,
 }
 
 pub type AppState = Arc<AppContext>;
@@ -37,6 +45,7 @@ pub type AppState = Arc<AppContext>;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/health", get(health::health))
+        .route("/.well-known/service/capability-context/v1/jwks.json", get(jwks::jwks))
         .route("/v1/agent-policy", get(policy::get_policy).put(policy::put_policy).delete(policy::delete_policy))
         .route("/v1/diagnostics/settings", get(diagnostics::get_settings).put(diagnostics::put_settings))
         .route("/v1/diagnostics/capability-gaps", get(diagnostics::list_capability_gaps))
@@ -49,6 +58,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/capabilities/{capability_id}", get(capabilities::get_capability).patch(capabilities::revise_capability))
         .route("/v1/capabilities/{capability_id}/enable", post(capabilities::enable_capability))
         .route("/v1/capabilities/{capability_id}/disable", post(capabilities::disable_capability))
+        .route("/v1/capabilities/{capability_id}/test", post(capability_test::test_capability))
         .fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(CatchPanicLayer::new())
         .layer(from_fn(error::shape_errors))

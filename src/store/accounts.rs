@@ -2,6 +2,7 @@
 
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
+use crate::crypto::api_key::hex;
 
 /// The account a request acts for, as resolved from its API key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,15 +25,33 @@ pub enum KeyRefusal {
 
 impl Store {
     pub async fn create_account(&self, name: &str) -> StoreResult<AccountId> {
+        let subject = format!("sub_{}", random_hex(16));
         let id: i64 = on_pool!(self, pool => {
-            sqlx::query_scalar("INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id")
+            sqlx::query_scalar(
+                "INSERT INTO accounts (name, created_at, subject, pseudonym_salt) VALUES ($1, $2, $3, $4) RETURNING id",
+            )
                 .bind(name)
                 .bind(now_millis())
+                .bind(&subject)
+                .bind(random_hex(32))
                 .fetch_one(pool)
                 .await
         })
         .map_err(StoreError::from_insert)?;
         Ok(AccountId(id))
+    }
+
+    /// The account's opaque subject (shown to host endpoints in the signed
+    /// capability context) and the salt that turns user ids into pseudonyms.
+    pub async fn account_identity(&self, account: &AccountId) -> StoreResult<(String, String)> {
+        let row: Option<(Option<String>, Option<String>)> = on_pool!(self, pool => {
+            sqlx::query_as("SELECT subject, pseudonym_salt FROM accounts WHERE id = $1").bind(account.0).fetch_optional(pool).await
+        })?;
+        match row {
+            Some((Some(subject), Some(salt))) => Ok((subject, salt)),
+            Some(_) => Err(StoreError::Corrupt("the account has no subject".into())),
+            None => Err(StoreError::NotFound),
+        }
     }
 
     pub async fn find_account(&self, name: &str) -> StoreResult<Option<AccountId>> {
@@ -95,4 +114,11 @@ impl Store {
             Some(row) => Ok(AccountId(row.account_id)),
         })
     }
+}
+
+fn random_hex(bytes: usize) -> String {
+    use rand::RngCore;
+    let mut buffer = vec![0u8; bytes];
+    rand::rngs::OsRng.fill_bytes(&mut buffer);
+    hex(&buffer)
 }

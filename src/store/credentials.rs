@@ -4,6 +4,7 @@ use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
 use crate::store::accounts::AccountId;
+use crate::store::signing_keys::SigningKeyRow;
 
 pub const STATUS_CONFIGURED: &str = "configured";
 pub const STATUS_REVOKED: &str = "revoked";
@@ -101,21 +102,24 @@ impl Store {
         })?)
     }
 
-    /// Re-seals every configured credential in one transaction: `reseal`
-    /// returns the new sealed value, `None` when it is already current, or an
-    /// error that aborts the whole rotation (nothing is changed).
-    pub async fn reseal_credentials<F>(&self, mut reseal: F) -> StoreResult<ResealCounts>
+    /// Re-seals every stored secret — credentials and signing keys — in one
+    /// transaction: each closure returns the new sealed value, `None` when it
+    /// is already current, or an error that aborts everything.
+    pub async fn reseal_secrets<F, G>(&self, mut credential: F, mut signing_key: G) -> StoreResult<ResealCounts>
     where
         F: FnMut(&CredentialRow) -> Result<Option<Sealed>, String>,
+        G: FnMut(&SigningKeyRow) -> Result<Option<Sealed>, String>,
     {
-        let select = format!("SELECT {COLUMNS} FROM capability_credentials WHERE ciphertext IS NOT NULL");
+        let credentials = format!("SELECT {COLUMNS} FROM capability_credentials WHERE ciphertext IS NOT NULL");
+        let keys = "SELECT kid, public_key, master_key_id, nonce, ciphertext, activated_at, retired_at, published_until \
+                    FROM signing_keys";
         let begin = self.write_transaction_statement();
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
-            let rows: Vec<CredentialRow> = sqlx::query_as(&select).fetch_all(&mut *tx).await?;
             let mut counts = ResealCounts::default();
+            let rows: Vec<CredentialRow> = sqlx::query_as(&credentials).fetch_all(&mut *tx).await?;
             for row in &rows {
-                let Some(sealed) = reseal(row).map_err(StoreError::Corrupt)? else {
+                let Some(sealed) = credential(row).map_err(StoreError::Corrupt)? else {
                     counts.already_current += 1;
                     continue;
                 };
@@ -130,6 +134,21 @@ impl Store {
                 .bind(&sealed.ciphertext)
                 .execute(&mut *tx)
                 .await?;
+                counts.resealed += 1;
+            }
+            let rows: Vec<SigningKeyRow> = sqlx::query_as(keys).fetch_all(&mut *tx).await?;
+            for row in &rows {
+                let Some(sealed) = signing_key(row).map_err(StoreError::Corrupt)? else {
+                    counts.already_current += 1;
+                    continue;
+                };
+                sqlx::query("UPDATE signing_keys SET master_key_id = $2, nonce = $3, ciphertext = $4 WHERE kid = $1")
+                    .bind(&row.kid)
+                    .bind(&sealed.key_id)
+                    .bind(&sealed.nonce)
+                    .bind(&sealed.ciphertext)
+                    .execute(&mut *tx)
+                    .await?;
                 counts.resealed += 1;
             }
             tx.commit().await?;

@@ -23,6 +23,7 @@ pub mod diagnostics;
 pub mod gap_events;
 pub mod idempotency;
 pub mod policy;
+pub mod signing_keys;
 
 /// Runs `$body` with `$pool` bound to the concrete pool of `$store`.
 macro_rules! on_pool {

@@ -1,0 +1,143 @@
+//! One HTTP exchange with a host endpoint: the guarded client (own
+//! resolver, no proxies, no redirects), the per-attempt deadline over the
+//! whole exchange, and a response read no further than the size cap.
+
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::address_guard::{AddressPolicy, AddressRefused, GuardedResolver, NameLookup};
+use super::failure::CallFailure;
+
+/// Largest endpoint answer read (documented); a bigger one is a failed call.
+pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+
+/// The HTTP client every call goes through.
+#[derive(Clone)]
+pub struct HttpCaller {
+    client: reqwest::Client,
+    policy: AddressPolicy,
+    max_response_bytes: usize,
+}
+
+pub struct Exchange<'a> {
+    pub method: reqwest::Method,
+    pub url: &'a url::Url,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    pub timeout: Duration,
+}
+
+impl HttpCaller {
+    pub fn new(policy: AddressPolicy, lookup: Arc<dyn NameLookup>) -> Self {
+        let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(GuardedResolver { lookup, policy }))
+            .redirect(reqwest::redirect::Policy::none())
+            // Environment proxies would bypass the address guard.
+            .no_proxy()
+            .user_agent(concat!("warden/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .expect("the HTTP client configuration is valid");
+        HttpCaller { client, policy, max_response_bytes: MAX_RESPONSE_BYTES }
+    }
+
+    pub fn with_max_response_bytes(mut self, limit: usize) -> Self {
+        self.max_response_bytes = limit;
+        self
+    }
+
+    /// Refuses what the resolver cannot see: literal addresses, and plain
+    /// http anywhere but loopback under the development switch.
+    pub fn check_target(&self, url: &url::Url) -> Result<(), CallFailure> {
+        let refuse = |why: String| Err(CallFailure::AddressRefused(why));
+        let host = match url.host() {
+            Some(host) => host,
+            None => return refuse("the URL has no host".into()),
+        };
+        let literal: Option<IpAddr> = match host {
+            url::Host::Ipv4(v4) => Some(v4.into()),
+            url::Host::Ipv6(v6) => Some(v6.into()),
+            url::Host::Domain(_) => None,
+        };
+        if let Some(ip) = literal {
+            self.policy.check(ip).map_err(|e| CallFailure::AddressRefused(e.to_string()))?;
+        }
+        match url.scheme() {
+            "https" => Ok(()),
+            "http" if self.policy.allow_loopback => {
+                let loopback = literal.map(|ip| ip.is_loopback()).unwrap_or(matches!(host, url::Host::Domain("localhost")));
+                if loopback { Ok(()) } else { refuse("plain http is allowed on loopback only".into()) }
+            }
+            other => refuse(format!("the scheme {other:?} is not allowed")),
+        }
+    }
+
+    /// One attempt: send, then read a JSON answer, all within `timeout`.
+    pub async fn exchange(&self, exchange: Exchange<'_>) -> Result<serde_json::Value, CallFailure> {
+        self.check_target(exchange.url)?;
+        let timeout = exchange.timeout;
+        let attempt = async {
+            let response = self
+                .client
+                .request(exchange.method, exchange.url.clone())
+                .headers(exchange.headers)
+                .body(exchange.body)
+                .send()
+                .await
+                .map_err(classify)?;
+            self.read_json(response).await
+        };
+        tokio::time::timeout(timeout, attempt)
+            .await
+            .unwrap_or(Err(CallFailure::Timeout { timeout_ms: timeout.as_millis() as u64 }))
+    }
+
+    async fn read_json(&self, mut response: reqwest::Response) -> Result<serde_json::Value, CallFailure> {
+        let status = response.status();
+        if status.is_redirection() {
+            return Err(CallFailure::RedirectRefused { status: status.as_u16() });
+        }
+        if !status.is_success() {
+            return Err(CallFailure::HttpStatus { status: status.as_u16() });
+        }
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+            .is_some_and(|ct| ct == "application/json" || (ct.starts_with("application/") && ct.ends_with("+json")));
+        if !is_json {
+            return Err(CallFailure::NotJson);
+        }
+        let limit = self.max_response_bytes;
+        let declared = response.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > limit as u64) {
+            return Err(CallFailure::ResponseTooLarge { limit });
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(classify)? {
+            if body.len() + chunk.len() > limit {
+                return Err(CallFailure::ResponseTooLarge { limit });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body).map_err(|_| CallFailure::NotJson)
+    }
+}
+
+/// Maps a transport error to a failure, finding the guard's refusal in the chain.
+fn classify(err: reqwest::Error) -> CallFailure {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
+    while let Some(e) = source {
+        if let Some(refused) = e.downcast_ref::<AddressRefused>() {
+            return CallFailure::AddressRefused(refused.to_string());
+        }
+        source = e.source();
+    }
+    if err.is_timeout() {
+        return CallFailure::Timeout { timeout_ms: 0 };
+    }
+    CallFailure::ConnectFailed
+}

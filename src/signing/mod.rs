@@ -1,0 +1,143 @@
+//! The signed capability context: every outbound call carries RFC 9421
+//! HTTP Message Signatures (Ed25519) over its method, target URI, RFC 9530
+//! content digest and a `capability-context` header of claims, verifiable
+//! with the public keys at the well-known JWK set.
+//!
+//! [`Signer`] keeps the active key in memory and rereads it every
+//! [`KEY_REFRESH`], so a rotation done by `warden admin signing-key rotate`
+//! (another process, maybe another replica) is picked up without a restart.
+
+pub mod context;
+pub mod http_signature;
+pub mod keys;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::SigningKey;
+use rand::RngCore;
+use reqwest::header::{HeaderName, HeaderValue};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::RwLock;
+
+use crate::clock::now_millis;
+use crate::crypto::master_key::Keyring;
+use crate::store::accounts::AccountId;
+use crate::store::{Store, StoreError};
+use context::ContextHeader;
+
+/// How often a running server rereads the active key.
+pub const KEY_REFRESH: Duration = Duration::from_secs(30);
+/// Lifetime of a signature (`expires` − `created`).
+pub const SIGNATURE_LIFETIME_SECS: i64 = 60;
+
+pub struct ContextClaims<'a> {
+    pub account: &'a AccountId,
+    pub user_id: Option<&'a str>,
+    pub capability_id: &'a str,
+    pub revision: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SigningError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no signing key is active")]
+    NoActiveKey,
+    #[error("the signing key cannot be opened: {0}")]
+    Unreadable(String),
+    #[error("the URL has no origin to sign for")]
+    NoOrigin,
+}
+
+struct ActiveKey {
+    kid: String,
+    key: SigningKey,
+    loaded: Instant,
+    retires_at: Option<i64>,
+}
+
+#[derive(Clone)]
+pub struct Signer {
+    store: Store,
+    keyring: Keyring,
+    active: Arc<RwLock<Option<Arc<ActiveKey>>>>,
+}
+
+impl Signer {
+    /// Makes sure a key is active (creating the first one) and loads it.
+    pub async fn start(store: Store, keyring: Keyring) -> Result<Self, SigningError> {
+        keys::ensure_active(&store, &keyring).await?;
+        let signer = Signer { store, keyring, active: Arc::new(RwLock::new(None)) };
+        signer.active_key().await?;
+        Ok(signer)
+    }
+
+    /// The kid signatures are made with now.
+    pub async fn current_kid(&self) -> Result<String, SigningError> {
+        Ok(self.active_key().await?.kid.clone())
+    }
+
+    async fn active_key(&self) -> Result<Arc<ActiveKey>, SigningError> {
+        if let Some(key) = self.active.read().await.as_ref()
+            && key.loaded.elapsed() < KEY_REFRESH
+            && key.retires_at.is_none_or(|at| now_millis() < at)
+        {
+            return Ok(key.clone());
+        }
+        let row = self.store.active_signing_key(now_millis()).await?.ok_or(SigningError::NoActiveKey)?;
+        let key = keys::open_private(&self.keyring, &row).map_err(SigningError::Unreadable)?;
+        let loaded = Arc::new(ActiveKey { kid: row.kid, key, loaded: Instant::now(), retires_at: row.retired_at });
+        *self.active.write().await = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Forgets the cached key (after a rotation in this process).
+    pub async fn refresh(&self) {
+        *self.active.write().await = None;
+    }
+
+    /// The headers that sign one request: `content-digest`,
+    /// `capability-context`, `signature-input` and `signature`.
+    pub async fn sign(
+        &self,
+        method: &str,
+        url: &url::Url,
+        body: &[u8],
+        claims: &ContextClaims<'_>,
+    ) -> Result<Vec<(HeaderName, HeaderValue)>, SigningError> {
+        let key = self.active_key().await?;
+        let (subject, salt) = self.store.account_identity(claims.account).await?;
+        let origin = url.origin();
+        if !origin.is_tuple() {
+            return Err(SigningError::NoOrigin);
+        }
+        let created = now_millis() / 1000;
+        let expires = created + SIGNATURE_LIFETIME_SECS;
+        let context = serde_json::to_string(&ContextHeader {
+            v: 1,
+            iss: "warden",
+            sub: &subject,
+            usr: claims.user_id.map(|u| context::user_subject(&salt, u)),
+            cap: claims.capability_id,
+            rev: claims.revision,
+            aud: &origin.ascii_serialization(),
+            iat: created,
+            exp: expires,
+        })
+        .expect("claims serialize");
+        let mut nonce = [0u8; 16];
+        rand::rngs::OsRng.fill_bytes(&mut nonce);
+        let digest = http_signature::content_digest(body);
+        let params = http_signature::signature_params(created, expires, &URL_SAFE_NO_PAD.encode(nonce), &key.kid);
+        let base = http_signature::signature_base(&method.to_ascii_uppercase(), url.as_str(), &digest, &context, &params);
+        let (input, signature) = http_signature::sign(&key.key, &base, &params);
+        let header = |v: String| HeaderValue::from_str(&v).map_err(|_| SigningError::NoOrigin);
+        Ok(vec![
+            (HeaderName::from_static("content-digest"), header(digest)?),
+            (HeaderName::from_static("capability-context"), header(context)?),
+            (HeaderName::from_static("signature-input"), header(input)?),
+            (HeaderName::from_static("signature"), header(signature)?),
+        ])
+    }
+}
