@@ -4,7 +4,9 @@
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::cli::{AccountCommand, AdminCommand, DatabaseArgs, GuestCommand, KeyCommand, MasterKeyArgs, MasterKeyCommand};
+use crate::cli::{
+    AccountCommand, AdminCommand, DatabaseArgs, GuestCommand, KeyCommand, MasterKeyArgs, MasterKeyCommand, SigningKeyCommand,
+};
 use crate::crypto::{api_key, master_key};
 use crate::store::{DatabaseKind, Store, StoreError};
 use crate::vault;
@@ -60,14 +62,30 @@ pub async fn execute(
             let report = tokio::task::spawn_blocking(move || warden_host::check_guest(&path)).await?;
             Ok(serde_json::to_value(report)?)
         }
+        AdminCommand::SigningKey(SigningKeyCommand::Rotate { activate_in_secs, grace_secs }) => {
+            let keyring = keyring(database, master_key)?;
+            let rotation = crate::signing::keys::rotate(
+                store,
+                &keyring,
+                std::time::Duration::from_secs(activate_in_secs),
+                std::time::Duration::from_secs(grace_secs),
+            )
+            .await?;
+            tracing::info!(kid = %rotation.kid, previous = ?rotation.previous_kid, "signing key rotated");
+            Ok(serde_json::to_value(rotation)?)
+        }
         AdminCommand::MasterKey(MasterKeyCommand::Rotate) => {
-            let keyring = master_key::resolve_keyring(master_key, &DatabaseKind::of_url(&database.database_url)?)?;
+            let keyring = keyring(database, master_key)?;
             let counts = vault::rotate_master_key(store, &keyring).await.context("rotation aborted, nothing changed")?;
             let id = keyring.current().id();
             tracing::info!(master_key_id = %id, resealed = counts.resealed, "stored secrets re-sealed under the current master key");
             Ok(json!({"master_key_id": id, "resealed": counts.resealed, "already_current": counts.already_current}))
         }
     }
+}
+
+fn keyring(database: &DatabaseArgs, master_key: &MasterKeyArgs) -> anyhow::Result<master_key::Keyring> {
+    master_key::resolve_keyring(master_key, &DatabaseKind::of_url(&database.database_url)?)
 }
 
 /// Prints the report whatever it says; fails (exit 1) when the guest would be refused.

@@ -135,6 +135,23 @@ pub enum AdminCommand {
     /// Try a policy guest component before deploying it.
     #[command(subcommand)]
     Guest(GuestCommand),
+    /// Manage the keys that sign capability contexts.
+    #[command(subcommand, name = "signing-key")]
+    SigningKey(SigningKeyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SigningKeyCommand {
+    /// Create a new signing key. It is published in the JWK set at once and
+    /// signs from `--activate-in-secs` on (default: immediately); the key it
+    /// replaces stays published for `--grace-secs` (default 7 days) so hosts
+    /// can still verify what it signed. Running servers switch on their next call.
+    Rotate {
+        #[arg(long, default_value_t = 0)]
+        activate_in_secs: u64,
+        #[arg(long, default_value_t = 7 * 24 * 3600)]
+        grace_secs: u64,
+    },
 }
 
 #[derive(Debug, Subcommand)]

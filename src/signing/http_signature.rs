@@ -19,8 +19,11 @@ pub fn content_digest(body: &[u8]) -> String {
 }
 
 /// The `@signature-params` value (also the `Signature-Input` member).
+/// Parameters appear in the order RFC 9421 lists them (created, expires,
+/// nonce, alg, keyid, tag): verifiers that re-serialize parsed parameters
+/// in that order, as some libraries do, rebuild the same base.
 pub fn signature_params(created: i64, expires: i64, nonce: &str, keyid: &str) -> String {
-    format!(r#"{COVERED};created={created};expires={expires};nonce="{nonce}";keyid="{keyid}";alg="ed25519";tag="{TAG}""#)
+    format!(r#"{COVERED};created={created};expires={expires};nonce="{nonce}";alg="ed25519";keyid="{keyid}";tag="{TAG}""#)
 }
 
 /// The signature base (RFC 9421 §2.5) for the covered components.

@@ -3,9 +3,10 @@
 //! content digest and a `capability-context` header of claims, verifiable
 //! with the public keys at the well-known JWK set.
 //!
-//! [`Signer`] keeps the active key in memory and rereads it every
-//! [`KEY_REFRESH`], so a rotation done by `warden admin signing-key rotate`
-//! (another process, maybe another replica) is picked up without a restart.
+//! [`Signer`] asks the database which key is active on every signature (one
+//! indexed row) and keeps the opened private key in memory while that stays
+//! the same, so a rotation done by `warden admin signing-key rotate` —
+//! another process, maybe another replica — takes effect on the next call.
 
 pub mod context;
 pub mod http_signature;
@@ -17,7 +18,6 @@ use ed25519_dalek::SigningKey;
 use rand::RngCore;
 use reqwest::header::{HeaderName, HeaderValue};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use tokio::sync::RwLock;
 
 use crate::clock::now_millis;
@@ -26,8 +26,6 @@ use crate::store::accounts::AccountId;
 use crate::store::{Store, StoreError};
 use context::ContextHeader;
 
-/// How often a running server rereads the active key.
-pub const KEY_REFRESH: Duration = Duration::from_secs(30);
 /// Lifetime of a signature (`expires` − `created`).
 pub const SIGNATURE_LIFETIME_SECS: i64 = 60;
 
@@ -53,8 +51,6 @@ pub enum SigningError {
 struct ActiveKey {
     kid: String,
     key: SigningKey,
-    loaded: Instant,
-    retires_at: Option<i64>,
 }
 
 #[derive(Clone)]
@@ -79,22 +75,16 @@ impl Signer {
     }
 
     async fn active_key(&self) -> Result<Arc<ActiveKey>, SigningError> {
+        let row = self.store.active_signing_key(now_millis()).await?.ok_or(SigningError::NoActiveKey)?;
         if let Some(key) = self.active.read().await.as_ref()
-            && key.loaded.elapsed() < KEY_REFRESH
-            && key.retires_at.is_none_or(|at| now_millis() < at)
+            && key.kid == row.kid
         {
             return Ok(key.clone());
         }
-        let row = self.store.active_signing_key(now_millis()).await?.ok_or(SigningError::NoActiveKey)?;
         let key = keys::open_private(&self.keyring, &row).map_err(SigningError::Unreadable)?;
-        let loaded = Arc::new(ActiveKey { kid: row.kid, key, loaded: Instant::now(), retires_at: row.retired_at });
-        *self.active.write().await = Some(loaded.clone());
-        Ok(loaded)
-    }
-
-    /// Forgets the cached key (after a rotation in this process).
-    pub async fn refresh(&self) {
-        *self.active.write().await = None;
+        let opened = Arc::new(ActiveKey { kid: row.kid, key });
+        *self.active.write().await = Some(opened.clone());
+        Ok(opened)
     }
 
     /// The headers that sign one request: `content-digest`,

@@ -114,6 +114,17 @@ impl TestDb {
         }
     }
 
+    /// Whether these bytes appear in the stored data: raw in the SQLite
+    /// files, or in PostgreSQL's hex form of bytea (or as base64 or hex text).
+    pub async fn contains_bytes(&self, needle: &[u8]) -> bool {
+        use base64::Engine;
+        let hex: String = needle.iter().map(|b| format!("{b:02x}")).collect();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(needle);
+        let b64url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(needle);
+        let raw = self.pg_name.is_none() && self.sqlite_bytes().windows(needle.len()).any(|w| w == needle);
+        raw || self.contains(&hex).await || self.contains(&b64).await || self.contains(&b64url).await
+    }
+
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
     }
@@ -215,6 +226,13 @@ impl TestApp {
     pub async fn account_with_key(&self, name: &str) -> String {
         admin(&self.store, AdminCommand::Account(AccountCommand::Create { name: name.into() })).await;
         self.issue_key(name).await["api_key"].as_str().unwrap().to_owned()
+    }
+
+    /// An admin command against this server's database and master key.
+    pub async fn admin(&self, command: AdminCommand) -> Value {
+        let database = self.db.database_args();
+        let keys = MasterKeyArgs { master_key: Some(MASTER_KEY.into()), ..Default::default() };
+        warden::admin::execute(&self.store, &database, &keys, command).await.expect("admin command succeeds")
     }
 
     pub async fn issue_key(&self, account: &str) -> Value {

@@ -20,5 +20,6 @@ mod guest_swap;
 mod health;
 mod isolation;
 mod policy;
+mod signing;
 mod ssrf;
 mod storage;
