@@ -3,10 +3,11 @@
 //! content digest and a `capability-context` header of claims, verifiable
 //! with the public keys at the well-known JWK set.
 //!
-//! [`Signer`] asks the database which key is active on every signature (one
-//! indexed row) and keeps the opened private key in memory while that stays
-//! the same, so a rotation done by `warden admin signing-key rotate` —
-//! another process, maybe another replica — takes effect on the next call.
+//! [`Signer`] keeps the opened private key in memory and asks the database
+//! which key is active at most every [`KEY_RECHECK`], so a rotation done by
+//! `warden admin signing-key rotate` — another process, maybe another
+//! replica — takes effect within a second. Account subjects never change and
+//! are cached.
 
 pub mod context;
 pub mod http_signature;
@@ -18,6 +19,8 @@ use ed25519_dalek::SigningKey;
 use rand::RngCore;
 use reqwest::header::{HeaderName, HeaderValue};
 use std::sync::Arc;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 use tokio::sync::RwLock;
 
 use crate::clock::now_millis;
@@ -25,6 +28,11 @@ use crate::crypto::master_key::Keyring;
 use crate::store::accounts::AccountId;
 use crate::store::{Store, StoreError};
 use context::ContextHeader;
+
+/// How often the active key is looked up again.
+pub const KEY_RECHECK: Duration = Duration::from_secs(1);
+/// Account identities kept in memory before the cache starts over.
+const MAX_CACHED_ACCOUNTS: usize = 10_000;
 
 /// Lifetime of a signature (`expires` − `created`).
 pub const SIGNATURE_LIFETIME_SECS: i64 = 60;
@@ -51,6 +59,7 @@ pub enum SigningError {
 struct ActiveKey {
     kid: String,
     key: SigningKey,
+    checked: Instant,
 }
 
 #[derive(Clone)]
@@ -58,13 +67,15 @@ pub struct Signer {
     store: Store,
     keyring: Keyring,
     active: Arc<RwLock<Option<Arc<ActiveKey>>>>,
+    /// Account id → (subject, pseudonym salt): immutable once created.
+    identities: Arc<RwLock<HashMap<i64, (String, String)>>>,
 }
 
 impl Signer {
     /// Makes sure a key is active (creating the first one) and loads it.
     pub async fn start(store: Store, keyring: Keyring) -> Result<Self, SigningError> {
         keys::ensure_active(&store, &keyring).await?;
-        let signer = Signer { store, keyring, active: Arc::new(RwLock::new(None)) };
+        let signer = Signer { store, keyring, active: Arc::default(), identities: Arc::default() };
         signer.active_key().await?;
         Ok(signer)
     }
@@ -75,16 +86,33 @@ impl Signer {
     }
 
     async fn active_key(&self) -> Result<Arc<ActiveKey>, SigningError> {
-        let row = self.store.active_signing_key(now_millis()).await?.ok_or(SigningError::NoActiveKey)?;
-        if let Some(key) = self.active.read().await.as_ref()
-            && key.kid == row.kid
+        let cached = self.active.read().await.clone();
+        if let Some(key) = &cached
+            && key.checked.elapsed() < KEY_RECHECK
         {
             return Ok(key.clone());
         }
-        let key = keys::open_private(&self.keyring, &row).map_err(SigningError::Unreadable)?;
-        let opened = Arc::new(ActiveKey { kid: row.kid, key });
-        *self.active.write().await = Some(opened.clone());
-        Ok(opened)
+        let row = self.store.active_signing_key(now_millis()).await?.ok_or(SigningError::NoActiveKey)?;
+        let key = match cached {
+            Some(key) if key.kid == row.kid => key.key.clone(),
+            _ => keys::open_private(&self.keyring, &row).map_err(SigningError::Unreadable)?,
+        };
+        let current = Arc::new(ActiveKey { kid: row.kid, key, checked: Instant::now() });
+        *self.active.write().await = Some(current.clone());
+        Ok(current)
+    }
+
+    async fn identity(&self, account: &AccountId) -> Result<(String, String), SigningError> {
+        if let Some(found) = self.identities.read().await.get(&account.0) {
+            return Ok(found.clone());
+        }
+        let identity = self.store.account_identity(account).await?;
+        let mut cache = self.identities.write().await;
+        if cache.len() >= MAX_CACHED_ACCOUNTS {
+            cache.clear();
+        }
+        cache.insert(account.0, identity.clone());
+        Ok(identity)
     }
 
     /// The headers that sign one request: `content-digest`,
@@ -97,7 +125,7 @@ impl Signer {
         claims: &ContextClaims<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, SigningError> {
         let key = self.active_key().await?;
-        let (subject, salt) = self.store.account_identity(claims.account).await?;
+        let (subject, salt) = self.identity(claims.account).await?;
         let origin = url.origin();
         if !origin.is_tuple() {
             return Err(SigningError::NoOrigin);

@@ -142,6 +142,8 @@ both_backends! {
         expected.sort();
         assert_eq!(published, expected, "old and new keys are both published");
 
+        // Running servers look the active key up again within a second.
+        tokio::time::sleep(warden::signing::KEY_RECHECK).await;
         run_test(&app, &key, &id).await;
         assert_eq!(verify_with_httpsig(&endpoint.last(), &after), Ok(new_kid.clone()), "the running server signs with the new kid");
 
