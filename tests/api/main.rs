@@ -18,6 +18,7 @@ mod executor;
 mod gaps;
 mod guest_swap;
 mod health;
+mod host_endpoint;
 mod isolation;
 mod policy;
 mod signing;
