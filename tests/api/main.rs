@@ -21,6 +21,7 @@ mod health;
 mod host_endpoint;
 mod isolation;
 mod policy;
+mod pruning;
 mod signing;
 mod ssrf;
 mod storage;
