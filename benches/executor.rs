@@ -6,7 +6,9 @@
 
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-use warden::cli::{AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, SandboxArgs, ServeArgs};
+use warden::cli::{
+    AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, SandboxArgs, ServeArgs,
+};
 use warden::executor::{Call, CapabilityAtRevision};
 use warden::startup::Application;
 
@@ -25,11 +27,21 @@ fn micros(d: Duration) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
-    let database = DatabaseArgs { database_url: format!("sqlite://{}", dir.path().join("bench.db").display()), environment: "bench".into() };
-    let keys = MasterKeyArgs { master_key: Some("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=".into()), ..Default::default() };
+    let database = DatabaseArgs {
+        database_url: format!("sqlite://{}", dir.path().join("bench.db").display()),
+        environment: "bench".into(),
+    };
+    let keys = MasterKeyArgs {
+        master_key: Some("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=".into()),
+        ..Default::default()
+    };
     let serve = ServeArgs {
         listen: "127.0.0.1:0".parse().unwrap(),
-        sandbox: SandboxArgs { dev_allow_loopback: true, guest_cache_dir: Some(dir.path().join("cache")), policy_guest: None },
+        sandbox: SandboxArgs {
+            dev_allow_loopback: true,
+            guest_cache_dir: Some(dir.path().join("cache")),
+            policy_guest: None,
+        },
     };
     let app = Application::build(&database, &keys, &serve).await.unwrap();
     let context = app.context();
@@ -47,12 +59,25 @@ async fn main() {
     tokio::spawn(async move { axum::serve(listener, endpoint).await.unwrap() });
 
     let admin = |command| warden::admin::execute(&context.store, &database, &keys, command);
-    admin(AdminCommand::Account(AccountCommand::Create { name: "bench".into() })).await.unwrap();
-    let issued = admin(AdminCommand::Key(KeyCommand::Issue { account: "bench".into() })).await.unwrap();
+    admin(AdminCommand::Account(AccountCommand::Create {
+        name: "bench".into(),
+    }))
+    .await
+    .unwrap();
+    let issued = admin(AdminCommand::Key(KeyCommand::Issue {
+        account: "bench".into(),
+    }))
+    .await
+    .unwrap();
     let api_key = issued["api_key"].as_str().unwrap().to_owned();
     let client = reqwest::Client::new();
-    client.put(format!("{base}/v1/capability-credentials/cred_bench")).bearer_auth(&api_key)
-        .json(&json!({"auth_type": "bearer", "secret": "bench-secret"})).send().await.unwrap();
+    client
+        .put(format!("{base}/v1/capability-credentials/cred_bench"))
+        .bearer_auth(&api_key)
+        .json(&json!({"auth_type": "bearer", "secret": "bench-secret"}))
+        .send()
+        .await
+        .unwrap();
     let definition: Value = json!({
         "name": "order_status", "description": "Order status", "method": "POST", "url": endpoint_url,
         "auth": {"type": "bearer", "credential_ref": "cred_bench"}, "side_effect": "read",
@@ -64,8 +89,17 @@ async fn main() {
                 "properties": {"sku": {"type": "string", "maxLength": 20}, "qty": {"type": "integer"}}}}}},
         "timeout_ms": 5000, "retry_count": 0
     });
-    let created: Value = client.post(format!("{base}/v1/capabilities")).bearer_auth(&api_key).header("idempotency-key", "bench")
-        .json(&json!({"domain": "bench", "capability": definition})).send().await.unwrap().json().await.unwrap();
+    let created: Value = client
+        .post(format!("{base}/v1/capabilities"))
+        .bearer_auth(&api_key)
+        .header("idempotency-key", "bench")
+        .json(&json!({"domain": "bench", "capability": definition}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let capability = CapabilityAtRevision {
         id: created["id"].as_str().unwrap().to_owned(),
         revision: 1,
@@ -74,12 +108,18 @@ async fn main() {
     let account = context.store.find_account("bench").await.unwrap().unwrap();
     let arguments = json!({"order": "A-1001"});
 
-    let (mut total, mut sandbox, mut signing, mut http) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut total, mut sandbox, mut signing, mut http) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..WARMUP + CALLS {
         let started = Instant::now();
         let report = context
             .executor
-            .call(Call { account: &account, user_id: Some("user-1"), capability: &capability, arguments: &arguments })
+            .call(Call {
+                account: &account,
+                user_id: Some("user-1"),
+                capability: &capability,
+                arguments: &arguments,
+            })
             .await;
         let elapsed = started.elapsed();
         assert!(report.outcome.is_ok(), "{:?}", report.outcome);
@@ -96,20 +136,39 @@ async fn main() {
     let mut bare_http = Vec::new();
     for i in 0..WARMUP + CALLS {
         let started = Instant::now();
-        let r = bare.post(&endpoint_url).json(&arguments).send().await.unwrap();
+        let r = bare
+            .post(&endpoint_url)
+            .json(&arguments)
+            .send()
+            .await
+            .unwrap();
         let _: Value = r.json().await.unwrap();
         if i >= WARMUP {
             bare_http.push(started.elapsed());
         }
     }
 
-    println!("executor overhead per call ({CALLS} calls after {WARMUP} warm-up, loopback endpoint)");
+    println!(
+        "executor overhead per call ({CALLS} calls after {WARMUP} warm-up, loopback endpoint)"
+    );
     println!("{:<28} {:>10} {:>10}", "part", "p50 µs", "p99 µs");
-    for (name, samples) in [("total", &mut total), ("  sandbox (validate+prune)", &mut sandbox),
-                            ("  signing (RFC 9421)", &mut signing), ("  http exchange", &mut http), ("bare reqwest call", &mut bare_http)] {
-        println!("{:<28} {:>10.1} {:>10.1}", name, micros(percentile(samples, 0.5)), micros(percentile(samples, 0.99)));
+    for (name, samples) in [
+        ("total", &mut total),
+        ("  sandbox (validate+prune)", &mut sandbox),
+        ("  signing (RFC 9421)", &mut signing),
+        ("  http exchange", &mut http),
+        ("bare reqwest call", &mut bare_http),
+    ] {
+        println!(
+            "{:<28} {:>10.1} {:>10.1}",
+            name,
+            micros(percentile(samples, 0.5)),
+            micros(percentile(samples, 0.99))
+        );
     }
     let overhead = micros(percentile(&mut total, 0.5)) - micros(percentile(&mut bare_http, 0.5));
-    println!("overhead over a bare call (p50): {overhead:.1} µs ({:.2}x)",
-        micros(percentile(&mut total, 0.5)) / micros(percentile(&mut bare_http, 0.5)));
+    println!(
+        "overhead over a bare call (p50): {overhead:.1} µs ({:.2}x)",
+        micros(percentile(&mut total, 0.5)) / micros(percentile(&mut bare_http, 0.5))
+    );
 }

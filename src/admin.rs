@@ -5,7 +5,8 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::cli::{
-    AccountCommand, AdminCommand, DatabaseArgs, GuestCommand, KeyCommand, MasterKeyArgs, MasterKeyCommand, SigningKeyCommand,
+    AccountCommand, AdminCommand, DatabaseArgs, GuestCommand, KeyCommand, MasterKeyArgs,
+    MasterKeyCommand, SigningKeyCommand,
 };
 use crate::crypto::{api_key, master_key};
 use crate::store::{DatabaseKind, Store, StoreError};
@@ -13,11 +14,17 @@ use crate::vault;
 
 pub const MAX_ACCOUNT_NAME_CHARS: usize = 64;
 
-pub async fn run(database: DatabaseArgs, master_key: MasterKeyArgs, command: AdminCommand) -> anyhow::Result<()> {
+pub async fn run(
+    database: DatabaseArgs,
+    master_key: MasterKeyArgs,
+    command: AdminCommand,
+) -> anyhow::Result<()> {
     if let AdminCommand::Guest(GuestCommand::Check { path }) = &command {
         return check_guest(path).await;
     }
-    let store = Store::connect(&database.database_url).await.context("cannot open the database")?;
+    let store = Store::connect(&database.database_url)
+        .await
+        .context("cannot open the database")?;
     let outcome = execute(&store, &database, &master_key, command).await;
     store.close().await;
     println!("{}", outcome?);
@@ -44,25 +51,36 @@ pub async fn execute(
             }
         }
         AdminCommand::Key(KeyCommand::Issue { account }) => {
-            let id = store.find_account(&account).await?.with_context(|| format!("no account named {account:?}"))?;
+            let id = store
+                .find_account(&account)
+                .await?
+                .with_context(|| format!("no account named {account:?}"))?;
             let key = api_key::issue();
-            store.insert_api_key(&id, &key.key_id, &key.hash, environment).await?;
+            store
+                .insert_api_key(&id, &key.key_id, &key.hash, environment)
+                .await?;
             tracing::info!(account = %account, key_id = %key.key_id, environment, "API key issued");
             Ok(json!({"account": account, "api_key": key.secret, "key_id": key.key_id}))
         }
-        AdminCommand::Key(KeyCommand::Revoke { key_id }) => match store.revoke_api_key(&key_id).await {
-            Ok(()) => {
-                tracing::info!(key_id = %key_id, "API key revoked");
-                Ok(json!({"key_id": key_id, "status": "revoked"}))
+        AdminCommand::Key(KeyCommand::Revoke { key_id }) => {
+            match store.revoke_api_key(&key_id).await {
+                Ok(()) => {
+                    tracing::info!(key_id = %key_id, "API key revoked");
+                    Ok(json!({"key_id": key_id, "status": "revoked"}))
+                }
+                Err(StoreError::NotFound) => bail!("no API key with id {key_id:?}"),
+                Err(err) => Err(err.into()),
             }
-            Err(StoreError::NotFound) => bail!("no API key with id {key_id:?}"),
-            Err(err) => Err(err.into()),
-        },
+        }
         AdminCommand::Guest(GuestCommand::Check { path }) => {
-            let report = tokio::task::spawn_blocking(move || warden_host::check_guest(&path)).await?;
+            let report =
+                tokio::task::spawn_blocking(move || warden_host::check_guest(&path)).await?;
             Ok(serde_json::to_value(report)?)
         }
-        AdminCommand::SigningKey(SigningKeyCommand::Rotate { activate_in_secs, grace_secs }) => {
+        AdminCommand::SigningKey(SigningKeyCommand::Rotate {
+            activate_in_secs,
+            grace_secs,
+        }) => {
             let keyring = keyring(database, master_key)?;
             let rotation = crate::signing::keys::rotate(
                 store,
@@ -76,15 +94,22 @@ pub async fn execute(
         }
         AdminCommand::MasterKey(MasterKeyCommand::Rotate) => {
             let keyring = keyring(database, master_key)?;
-            let counts = vault::rotate_master_key(store, &keyring).await.context("rotation aborted, nothing changed")?;
+            let counts = vault::rotate_master_key(store, &keyring)
+                .await
+                .context("rotation aborted, nothing changed")?;
             let id = keyring.current().id();
             tracing::info!(master_key_id = %id, resealed = counts.resealed, "stored secrets re-sealed under the current master key");
-            Ok(json!({"master_key_id": id, "resealed": counts.resealed, "already_current": counts.already_current}))
+            Ok(
+                json!({"master_key_id": id, "resealed": counts.resealed, "already_current": counts.already_current}),
+            )
         }
     }
 }
 
-fn keyring(database: &DatabaseArgs, master_key: &MasterKeyArgs) -> anyhow::Result<master_key::Keyring> {
+fn keyring(
+    database: &DatabaseArgs,
+    master_key: &MasterKeyArgs,
+) -> anyhow::Result<master_key::Keyring> {
     master_key::resolve_keyring(master_key, &DatabaseKind::of_url(&database.database_url)?)
 }
 
@@ -96,7 +121,10 @@ async fn check_guest(path: &std::path::Path) -> anyhow::Result<()> {
     if !report.ok {
         bail!(
             "the guest is not deployable: {}",
-            report.load_error.clone().unwrap_or_else(|| format!("{} required self-test case(s) failed", report.failed_required))
+            report.load_error.clone().unwrap_or_else(|| format!(
+                "{} required self-test case(s) failed",
+                report.failed_required
+            ))
         );
     }
     Ok(())
@@ -104,9 +132,13 @@ async fn check_guest(path: &std::path::Path) -> anyhow::Result<()> {
 
 fn check_account_name(name: &str) -> anyhow::Result<()> {
     let valid = (1..=MAX_ACCOUNT_NAME_CHARS).contains(&name.chars().count())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
     if !valid {
-        bail!("account names are 1 to {MAX_ACCOUNT_NAME_CHARS} characters of letters, digits, '.', '_' or '-'");
+        bail!(
+            "account names are 1 to {MAX_ACCOUNT_NAME_CHARS} characters of letters, digits, '.', '_' or '-'"
+        );
     }
     Ok(())
 }

@@ -35,19 +35,34 @@ pub struct Cli {
 pub struct DatabaseArgs {
     /// Database URL: `sqlite://PATH` (created and migrated on first start) or
     /// `postgres://USER@HOST/DB` for several replicas sharing one database.
-    #[arg(long, env = "WARDEN_DATABASE_URL", default_value = "sqlite://warden.db", global = true)]
+    #[arg(
+        long,
+        env = "WARDEN_DATABASE_URL",
+        default_value = "sqlite://warden.db",
+        global = true
+    )]
     pub database_url: String,
 
     /// Name of this deployment's environment. API keys are issued for one
     /// environment and are refused (401) by a server of another.
-    #[arg(long, env = "WARDEN_ENVIRONMENT", default_value = "local", global = true)]
+    #[arg(
+        long,
+        env = "WARDEN_ENVIRONMENT",
+        default_value = "local",
+        global = true
+    )]
     pub environment: String,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct LogArgs {
     /// Log filter, in `tracing` EnvFilter syntax (for example `info` or `warden=debug,info`).
-    #[arg(long = "log", env = "WARDEN_LOG", default_value = "info", global = true)]
+    #[arg(
+        long = "log",
+        env = "WARDEN_LOG",
+        default_value = "info",
+        global = true
+    )]
     pub filter: String,
 
     /// Log line format. Logs always go to standard error.
@@ -107,7 +122,13 @@ pub struct SandboxArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct MasterKeyArgs {
     /// Master key: base64 of exactly 32 bytes. Prefer the file form in production.
-    #[arg(long, env = "WARDEN_MASTER_KEY", hide_env_values = true, conflicts_with = "master_key_file", global = true)]
+    #[arg(
+        long,
+        env = "WARDEN_MASTER_KEY",
+        hide_env_values = true,
+        conflicts_with = "master_key_file",
+        global = true
+    )]
     pub master_key: Option<String>,
 
     /// File holding the base64 master key. With neither option, SQLite deployments

@@ -32,8 +32,14 @@ mod tests {
 
     #[test]
     fn parses_only_utc_with_z_and_round_trips() {
-        assert_eq!(parse_rfc3339_utc("2023-11-14T22:13:20.123Z"), Some(1_700_000_000_123));
-        assert_eq!(parse_rfc3339_utc(&to_rfc3339(1_700_000_000_123)), Some(1_700_000_000_123));
+        assert_eq!(
+            parse_rfc3339_utc("2023-11-14T22:13:20.123Z"),
+            Some(1_700_000_000_123)
+        );
+        assert_eq!(
+            parse_rfc3339_utc(&to_rfc3339(1_700_000_000_123)),
+            Some(1_700_000_000_123)
+        );
         assert_eq!(parse_rfc3339_utc("2023-11-14T22:13:20+00:00"), None);
         assert_eq!(parse_rfc3339_utc("yesterday"), None);
     }

@@ -8,9 +8,8 @@
 
 use serde_json::Value;
 
-
-pub use warden_host::{InteractionKind, SandboxError, ShapedInteraction, Violation};
 use warden_host::{DefinitionOptions, GuestSource, Sandbox, SandboxConfig, SchemaRef};
+pub use warden_host::{InteractionKind, SandboxError, ShapedInteraction, Violation};
 
 use crate::cli::SandboxArgs;
 use crate::store::accounts::AccountId;
@@ -26,7 +25,10 @@ impl PolicySandbox {
     /// against the world; a guest that does not fit is refused here.
     pub fn load(args: &SandboxArgs) -> anyhow::Result<Self> {
         let source = GuestSource::from_option(args.policy_guest.as_deref());
-        let config = SandboxConfig { cache_dir: args.guest_cache_dir.clone(), ..SandboxConfig::default() };
+        let config = SandboxConfig {
+            cache_dir: args.guest_cache_dir.clone(),
+            ..SandboxConfig::default()
+        };
         let sandbox = Sandbox::load_with(source, config)?;
         let info = sandbox.info();
         tracing::info!(
@@ -39,7 +41,12 @@ impl PolicySandbox {
                  Never enable this in production."
             );
         }
-        Ok(PolicySandbox { sandbox, options: DefinitionOptions { allow_loopback_http: args.dev_allow_loopback } })
+        Ok(PolicySandbox {
+            sandbox,
+            options: DefinitionOptions {
+                allow_loopback_http: args.dev_allow_loopback,
+            },
+        })
     }
 
     pub fn allows_loopback(&self) -> bool {
@@ -47,9 +54,23 @@ impl PolicySandbox {
     }
 
     /// Import-time rules (contract 2.5, 2.6) for one definition.
-    pub async fn check_definition(&self, account: &AccountId, definition: &Value) -> Result<Vec<Violation>, SandboxError> {
-        let (sandbox, options, scope, text) = (self.sandbox.clone(), self.options, scope(account), definition.to_string());
-        run_blocking(move || sandbox.check_definition(&scope, &text, options).map(violations_of)).await
+    pub async fn check_definition(
+        &self,
+        account: &AccountId,
+        definition: &Value,
+    ) -> Result<Vec<Violation>, SandboxError> {
+        let (sandbox, options, scope, text) = (
+            self.sandbox.clone(),
+            self.options,
+            scope(account),
+            definition.to_string(),
+        );
+        run_blocking(move || {
+            sandbox
+                .check_definition(&scope, &text, options)
+                .map(violations_of)
+        })
+        .await
     }
 }
 
@@ -65,8 +86,13 @@ impl PolicySandbox {
     ) -> Result<Vec<Violation>, SandboxError> {
         let (sandbox, scope) = (self.sandbox.clone(), scope(account));
         run_blocking(move || {
-            let schema = SchemaRef { key: &schema_key, text: &input_schema };
-            sandbox.validate_arguments(&scope, schema, &arguments).map(violations_of)
+            let schema = SchemaRef {
+                key: &schema_key,
+                text: &input_schema,
+            };
+            sandbox
+                .validate_arguments(&scope, schema, &arguments)
+                .map(violations_of)
         })
         .await
     }
@@ -81,13 +107,17 @@ impl PolicySandbox {
     ) -> Result<Result<Value, Vec<Violation>>, SandboxError> {
         let (sandbox, scope) = (self.sandbox.clone(), scope(account));
         let pruned = run_blocking(move || {
-            let schema = SchemaRef { key: &schema_key, text: &output_schema };
+            let schema = SchemaRef {
+                key: &schema_key,
+                text: &output_schema,
+            };
             sandbox.prune_output(&scope, schema, &result)
         })
         .await?;
         Ok(match pruned {
-            Ok(text) => Ok(serde_json::from_str(&text)
-                .map_err(|e| SandboxError::Contract(format!("prune-output returned invalid JSON: {e}")))?),
+            Ok(text) => Ok(serde_json::from_str(&text).map_err(|e| {
+                SandboxError::Contract(format!("prune-output returned invalid JSON: {e}"))
+            })?),
             Err(violations) => Err(violations),
         })
     }
@@ -117,8 +147,9 @@ async fn run_blocking<T: Send + 'static>(
 ) -> Result<T, SandboxError> {
     tokio::task::spawn_blocking(call)
         .await
-        .unwrap_or_else(|join| Err(SandboxError::Unavailable(format!("sandbox call panicked: {join}"))))
+        .unwrap_or_else(|join| {
+            Err(SandboxError::Unavailable(format!(
+                "sandbox call panicked: {join}"
+            )))
+        })
 }
-
-
-

@@ -23,7 +23,11 @@ pub struct Application {
 }
 
 impl Application {
-    pub async fn build(database: &DatabaseArgs, master_key: &MasterKeyArgs, serve: &ServeArgs) -> anyhow::Result<Self> {
+    pub async fn build(
+        database: &DatabaseArgs,
+        master_key: &MasterKeyArgs,
+        serve: &ServeArgs,
+    ) -> anyhow::Result<Self> {
         let kind = DatabaseKind::of_url(&database.database_url)?;
         // The key is checked before touching the database, so a misconfigured
         // PostgreSQL replica fails fast with a clear message.
@@ -33,8 +37,15 @@ impl Application {
         let store = Store::connect(&database.database_url)
             .await
             .with_context(|| format!("cannot open the {} database", backend_label(&kind)))?;
-        let signer = Signer::start(store.clone(), keyring.clone()).await.context("cannot load the signing key")?;
-        let executor = Executor::new(sandbox.clone(), store.clone(), keyring.clone(), signer.clone());
+        let signer = Signer::start(store.clone(), keyring.clone())
+            .await
+            .context("cannot load the signing key")?;
+        let executor = Executor::new(
+            sandbox.clone(),
+            store.clone(),
+            keyring.clone(),
+            signer.clone(),
+        );
         let state = Arc::new(AppContext {
             store: store.clone(),
             environment: database.environment.clone(),
@@ -46,11 +57,18 @@ impl Application {
         let listener = TcpListener::bind(serve.listen)
             .await
             .with_context(|| format!("cannot listen on {}", serve.listen))?;
-        Ok(Application { listener, router: api::router(state.clone()), store, context: state })
+        Ok(Application {
+            listener,
+            router: api::router(state.clone()),
+            store,
+            context: state,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().expect("a bound listener has an address")
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
     }
 
     pub fn store(&self) -> &Store {
@@ -63,9 +81,14 @@ impl Application {
     }
 
     /// Serves until `shutdown` resolves, then lets in-flight requests finish.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         let housekeeping = tokio::spawn(housekeeping(self.store.clone()));
-        let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
+        let served = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await;
         housekeeping.abort();
         served?;
         self.store.close().await;
@@ -94,7 +117,11 @@ fn backend_label(kind: &DatabaseKind) -> &'static str {
 }
 
 /// `warden serve`.
-pub async fn serve(database: DatabaseArgs, master_key: MasterKeyArgs, args: ServeArgs) -> anyhow::Result<()> {
+pub async fn serve(
+    database: DatabaseArgs,
+    master_key: MasterKeyArgs,
+    args: ServeArgs,
+) -> anyhow::Result<()> {
     let app = Application::build(&database, &master_key, &args).await?;
     // Handlers are installed before announcing readiness, so a signal sent
     // right after start-up is never the default "terminate at once".

@@ -16,7 +16,11 @@ pub fn init(args: &LogArgs) -> anyhow::Result<()> {
         .with_ansi(std::io::stderr().is_terminal());
     let installed = match args.log_format {
         LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .try_init(),
     };
     installed.map_err(|e| anyhow::anyhow!("could not install the logger: {e}"))
 }

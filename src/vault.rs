@@ -27,8 +27,17 @@ pub enum VaultError {
     Unreadable(String, String),
 }
 
-fn associated_data(account: i64, credential_ref: &str, auth_type: &str, header_name: Option<&str>) -> Vec<u8> {
-    format!("warden/credential/v1\0{account}\0{credential_ref}\0{auth_type}\0{}", header_name.unwrap_or("")).into_bytes()
+fn associated_data(
+    account: i64,
+    credential_ref: &str,
+    auth_type: &str,
+    header_name: Option<&str>,
+) -> Vec<u8> {
+    format!(
+        "warden/credential/v1\0{account}\0{credential_ref}\0{auth_type}\0{}",
+        header_name.unwrap_or("")
+    )
+    .into_bytes()
 }
 
 pub async fn store_credential(
@@ -40,8 +49,13 @@ pub async fn store_credential(
 ) -> Result<(), StoreError> {
     let auth_type = spec.auth_type.as_str();
     let header = spec.header_name.as_deref();
-    let sealed = keyring.seal(spec.secret.as_bytes(), &associated_data(account.0, credential_ref.as_str(), auth_type, header));
-    store.put_credential(account, credential_ref.as_str(), auth_type, header, &sealed).await
+    let sealed = keyring.seal(
+        spec.secret.as_bytes(),
+        &associated_data(account.0, credential_ref.as_str(), auth_type, header),
+    );
+    store
+        .put_credential(account, credential_ref.as_str(), auth_type, header, &sealed)
+        .await
 }
 
 /// The credential if it is configured (not revoked, not missing).
@@ -51,42 +65,75 @@ pub async fn open_credential(
     account: &AccountId,
     credential_ref: &str,
 ) -> Result<Option<OpenCredential>, VaultError> {
-    let Some(row) = store.get_credential(account, credential_ref).await? else { return Ok(None) };
+    let Some(row) = store.get_credential(account, credential_ref).await? else {
+        return Ok(None);
+    };
     if row.status != STATUS_CONFIGURED {
         return Ok(None);
     }
     let unreadable = |why: String| VaultError::Unreadable(credential_ref.to_owned(), why);
-    let sealed = row.sealed().ok_or_else(|| unreadable("no sealed secret".into()))?;
-    let plain = keyring.open(&sealed, &row_associated_data(&row)).map_err(|e| unreadable(e.to_string()))?;
-    let secret = Zeroizing::new(String::from_utf8(plain.to_vec()).map_err(|_| unreadable("not UTF-8".into()))?);
-    let auth_type = AuthType::parse(&row.auth_type).ok_or_else(|| unreadable("unknown auth type".into()))?;
-    Ok(Some(OpenCredential { auth_type, header_name: row.header_name, secret }))
+    let sealed = row
+        .sealed()
+        .ok_or_else(|| unreadable("no sealed secret".into()))?;
+    let plain = keyring
+        .open(&sealed, &row_associated_data(&row))
+        .map_err(|e| unreadable(e.to_string()))?;
+    let secret = Zeroizing::new(
+        String::from_utf8(plain.to_vec()).map_err(|_| unreadable("not UTF-8".into()))?,
+    );
+    let auth_type =
+        AuthType::parse(&row.auth_type).ok_or_else(|| unreadable("unknown auth type".into()))?;
+    Ok(Some(OpenCredential {
+        auth_type,
+        header_name: row.header_name,
+        secret,
+    }))
 }
 
 /// Whether the account has a configured credential of this reference.
-pub async fn is_configured(store: &Store, account: &AccountId, credential_ref: &str) -> Result<bool, StoreError> {
-    Ok(store.get_credential(account, credential_ref).await?.is_some_and(|row| row.status == STATUS_CONFIGURED))
+pub async fn is_configured(
+    store: &Store,
+    account: &AccountId,
+    credential_ref: &str,
+) -> Result<bool, StoreError> {
+    Ok(store
+        .get_credential(account, credential_ref)
+        .await?
+        .is_some_and(|row| row.status == STATUS_CONFIGURED))
 }
 
 fn row_associated_data(row: &CredentialRow) -> Vec<u8> {
-    associated_data(row.account_id, &row.credential_ref, &row.auth_type, row.header_name.as_deref())
+    associated_data(
+        row.account_id,
+        &row.credential_ref,
+        &row.auth_type,
+        row.header_name.as_deref(),
+    )
 }
 
 /// Re-seals every stored secret (credentials and signing keys) under the
 /// current master key, all or nothing.
-pub async fn rotate_master_key(store: &Store, keyring: &Keyring) -> Result<ResealCounts, StoreError> {
+pub async fn rotate_master_key(
+    store: &Store,
+    keyring: &Keyring,
+) -> Result<ResealCounts, StoreError> {
     let current = keyring.current().id();
     store
         .reseal_secrets(
             |row| {
-                let sealed: Sealed = row.sealed().ok_or("a configured credential has no sealed secret")?;
+                let sealed: Sealed = row
+                    .sealed()
+                    .ok_or("a configured credential has no sealed secret")?;
                 if sealed.key_id == current {
                     return Ok(None);
                 }
                 let ad = row_associated_data(row);
-                let plain = keyring
-                    .open(&sealed, &ad)
-                    .map_err(|e| format!("credential {} of account {}: {e}", row.credential_ref, row.account_id))?;
+                let plain = keyring.open(&sealed, &ad).map_err(|e| {
+                    format!(
+                        "credential {} of account {}: {e}",
+                        row.credential_ref, row.account_id
+                    )
+                })?;
                 Ok(Some(keyring.seal(&plain, &ad)))
             },
             |key| crate::signing::keys::reseal_private(keyring, key),

@@ -22,7 +22,11 @@ impl FromRequestParts<AppState> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = bearer_token(parts).ok_or(ApiError::Unauthorized)?;
-        match state.store.authenticate(&api_key::hash(token), &state.environment).await? {
+        match state
+            .store
+            .authenticate(&api_key::hash(token), &state.environment)
+            .await?
+        {
             Ok(account) => Ok(Caller { account }),
             Err(refusal) => {
                 tracing::info!(?refusal, "API key refused");

@@ -15,8 +15,8 @@ use super::error::ApiError;
 use super::json_body::JsonBody;
 use crate::clock::to_rfc3339;
 use crate::domain::capability::{
-    CapabilityId, IfMatchError, LifecycleStatus, MAX_CREATE_BODY_BYTES, MAX_IMPORT_BODY_BYTES, PublishRequest, Wrapper,
-    parse_if_match,
+    CapabilityId, IfMatchError, LifecycleStatus, MAX_CREATE_BODY_BYTES, MAX_IMPORT_BODY_BYTES,
+    PublishRequest, Wrapper, parse_if_match,
 };
 use crate::domain::idempotency;
 use crate::store::StoreError;
@@ -35,7 +35,11 @@ struct CapabilityRecord<'a> {
 
 impl<'a> From<&'a CapabilityRow> for CapabilityRecord<'a> {
     fn from(row: &'a CapabilityRow) -> Self {
-        CapabilityRecord { id: &row.id, lifecycle_status: &row.lifecycle_status, revision: row.revision }
+        CapabilityRecord {
+            id: &row.id,
+            lifecycle_status: &row.lifecycle_status,
+            revision: row.revision,
+        }
     }
 }
 
@@ -66,16 +70,25 @@ async fn publish_idempotently(
     body: Value,
     wrapper: Wrapper,
 ) -> Result<Response, ApiError> {
-    let key = idempotency::parse_key(header_str(headers, "idempotency-key")).map_err(ApiError::BadRequest)?;
+    let key = idempotency::parse_key(header_str(headers, "idempotency-key"))
+        .map_err(ApiError::BadRequest)?;
     let operation = match wrapper {
         Wrapper::Single => "POST /v1/capabilities",
         Wrapper::Manifest => "POST /v1/capabilities/import",
     };
-    match app.store.claim_idempotency_key(account, &key, &idempotency::request_hash(operation, &body)).await? {
+    match app
+        .store
+        .claim_idempotency_key(account, &key, &idempotency::request_hash(operation, &body))
+        .await?
+    {
         Claim::Fresh => {}
         Claim::Replay { status, body } => return Ok(replay(status, body)),
         Claim::KeyReused => return Err(ApiError::IdempotencyKeyReused),
-        Claim::InFlight => return Err(ApiError::Conflict("a request with this Idempotency-Key is in progress".into())),
+        Claim::InFlight => {
+            return Err(ApiError::Conflict(
+                "a request with this Idempotency-Key is in progress".into(),
+            ));
+        }
     }
     let outcome = publish(app, account, &key, body, wrapper).await;
     if outcome.is_err()
@@ -87,7 +100,13 @@ async fn publish_idempotently(
     outcome
 }
 
-async fn publish(app: &AppState, account: &AccountId, key: &str, body: Value, wrapper: Wrapper) -> Result<Response, ApiError> {
+async fn publish(
+    app: &AppState,
+    account: &AccountId,
+    key: &str,
+    body: Value,
+    wrapper: Wrapper,
+) -> Result<Response, ApiError> {
     let request = PublishRequest::from_json(&body, wrapper).map_err(ApiError::BadRequest)?;
     check_definitions(app, account, &request, wrapper, None).await?;
     let capabilities: Vec<NewCapability> = request
@@ -108,21 +127,44 @@ async fn publish(app: &AppState, account: &AccountId, key: &str, body: Value, wr
         Wrapper::Manifest => json!({"capabilities": records}),
     };
     let response_text = response.to_string();
-    let completion = Completion { key, status: StatusCode::CREATED.as_u16(), body: &response_text };
-    match app.store.publish_capabilities(account, &request.domain, &capabilities, &completion).await {
+    let completion = Completion {
+        key,
+        status: StatusCode::CREATED.as_u16(),
+        body: &response_text,
+    };
+    match app
+        .store
+        .publish_capabilities(account, &request.domain, &capabilities, &completion)
+        .await
+    {
         Ok(()) => {}
-        Err(StoreError::AlreadyExists) => return Err(ApiError::Conflict("a capability of that name was published meanwhile".into())),
-        Err(StoreError::NotFound) => return Err(ApiError::Conflict("the Idempotency-Key claim was lost; retry".into())),
+        Err(StoreError::AlreadyExists) => {
+            return Err(ApiError::Conflict(
+                "a capability of that name was published meanwhile".into(),
+            ));
+        }
+        Err(StoreError::NotFound) => {
+            return Err(ApiError::Conflict(
+                "the Idempotency-Key claim was lost; retry".into(),
+            ));
+        }
         Err(err) => return Err(err.into()),
     }
     tracing::info!(count = capabilities.len(), domain = %request.domain, "capabilities published");
-    Ok((StatusCode::CREATED, [(header::CONTENT_TYPE, "application/json")], response_text).into_response())
+    Ok((
+        StatusCode::CREATED,
+        [(header::CONTENT_TYPE, "application/json")],
+        response_text,
+    )
+        .into_response())
 }
 
 fn replay(status: u16, body: String) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
-    response.headers_mut().insert("idempotency-replayed", HeaderValue::from_static("true"));
+    response
+        .headers_mut()
+        .insert("idempotency-replayed", HeaderValue::from_static("true"));
     response
 }
 
@@ -144,7 +186,8 @@ async fn check_definitions(
         };
         let name = submitted.name();
         let mut located = |pointer: &str, rule: &str, message: String| {
-            let mut v = json!({"pointer": format!("{base}{pointer}"), "rule": rule, "message": message});
+            let mut v =
+                json!({"pointer": format!("{base}{pointer}"), "rule": rule, "message": message});
             if wrapper == Wrapper::Manifest {
                 v["capability_index"] = json!(index);
             }
@@ -153,22 +196,37 @@ async fn check_definitions(
             }
             violations.push(v);
         };
-        for v in app.sandbox.check_definition(account, &submitted.definition).await? {
+        for v in app
+            .sandbox
+            .check_definition(account, &submitted.definition)
+            .await?
+        {
             located(&v.pointer, &v.rule, v.message);
         }
         if let Some(reference) = submitted.credential_ref()
             && !vault::is_configured(&app.store, account, reference).await?
         {
-            located("/auth/credential_ref", "credential-not-configured", format!("no configured credential {reference:?}: PUT it first"));
+            located(
+                "/auth/credential_ref",
+                "credential-not-configured",
+                format!("no configured credential {reference:?}: PUT it first"),
+            );
         }
         if let Some(name) = name {
             if names.contains(&name) {
-                located("/name", "name-duplicate", format!("the name {name:?} appears twice in the request"));
+                located(
+                    "/name",
+                    "name-duplicate",
+                    format!("the name {name:?} appears twice in the request"),
+                );
             }
             names.push(name);
         }
     }
-    let in_use = app.store.capability_names_in_use(account, &names, revising).await?;
+    let in_use = app
+        .store
+        .capability_names_in_use(account, &names, revising)
+        .await?;
     for (index, submitted) in request.definitions.iter().enumerate() {
         if let Some(name) = submitted.name().filter(|n| in_use.iter().any(|u| u == n)) {
             let mut v = json!({"rule": "name-not-unique", "capability": name,
@@ -186,11 +244,20 @@ async fn check_definitions(
     if violations.is_empty() {
         return Ok(());
     }
-    let message = format!("the request has {} violation(s); nothing was published", violations.len());
-    Err(ApiError::Violations { message, violations })
+    let message = format!(
+        "the request has {} violation(s); nothing was published",
+        violations.len()
+    );
+    Err(ApiError::Violations {
+        message,
+        violations,
+    })
 }
 
-pub async fn list_capabilities(State(app): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
+pub async fn list_capabilities(
+    State(app): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
     let rows = app.store.list_capabilities(&caller.account).await?;
     let items: Vec<Value> = rows.iter().map(summary).collect();
     Ok(Json(json!({"capabilities": items})))
@@ -204,13 +271,22 @@ fn summary(row: &CapabilityRow) -> Value {
 }
 
 pub(super) fn parse_id(raw: &str) -> Result<CapabilityId, ApiError> {
-    CapabilityId::parse(raw).ok_or_else(|| ApiError::BadRequest("capabilityId must match ^cap_[a-z0-9]+$ (8 to 80 characters)".into()))
+    CapabilityId::parse(raw).ok_or_else(|| {
+        ApiError::BadRequest("capabilityId must match ^cap_[a-z0-9]+$ (8 to 80 characters)".into())
+    })
 }
 
 const NOT_FOUND: ApiError = ApiError::NotFound("no such capability");
 
-pub(super) async fn owned(app: &AppState, account: &AccountId, id: &CapabilityId) -> Result<CapabilityRow, ApiError> {
-    app.store.get_capability(account, id).await?.ok_or(NOT_FOUND)
+pub(super) async fn owned(
+    app: &AppState,
+    account: &AccountId,
+    id: &CapabilityId,
+) -> Result<CapabilityRow, ApiError> {
+    app.store
+        .get_capability(account, id)
+        .await?
+        .ok_or(NOT_FOUND)
 }
 
 pub async fn get_capability(
@@ -222,7 +298,8 @@ pub async fn get_capability(
     let row = owned(&app, &caller.account, &id).await?;
     let history = app.store.capability_history(&id).await?;
     let mut body = summary(&row);
-    body["definition"] = serde_json::from_str(&row.definition).map_err(|e| ApiError::Internal(e.into()))?;
+    body["definition"] =
+        serde_json::from_str(&row.definition).map_err(|e| ApiError::Internal(e.into()))?;
     body["revisions"] = history
         .iter()
         .map(|r| json!({"revision": r.revision, "change": r.change, "lifecycle_status": r.lifecycle_status,
@@ -233,8 +310,12 @@ pub async fn get_capability(
 
 fn if_match(headers: &HeaderMap) -> Result<i64, ApiError> {
     parse_if_match(header_str(headers, "if-match")).map_err(|e| match e {
-        IfMatchError::Missing => ApiError::BadRequest("the If-Match header (the current revision) is required".into()),
-        IfMatchError::Malformed => ApiError::BadRequest("If-Match must be the current numeric revision (1 to 80 characters)".into()),
+        IfMatchError::Missing => {
+            ApiError::BadRequest("the If-Match header (the current revision) is required".into())
+        }
+        IfMatchError::Malformed => ApiError::BadRequest(
+            "If-Match must be the current numeric revision (1 to 80 characters)".into(),
+        ),
     })
 }
 
@@ -245,11 +326,15 @@ fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 fn guarded_failure(err: GuardedWriteError) -> ApiError {
     match err {
         GuardedWriteError::NotFound => NOT_FOUND,
-        GuardedWriteError::StaleRevision { current } => {
-            ApiError::Conflict(format!("If-Match does not match the current revision ({current})"))
+        GuardedWriteError::StaleRevision { current } => ApiError::Conflict(format!(
+            "If-Match does not match the current revision ({current})"
+        )),
+        GuardedWriteError::AlreadyInState => {
+            ApiError::Conflict("the capability is already in that state".into())
         }
-        GuardedWriteError::AlreadyInState => ApiError::Conflict("the capability is already in that state".into()),
-        GuardedWriteError::NameTaken => ApiError::Conflict("the account already has a capability of that name".into()),
+        GuardedWriteError::NameTaken => {
+            ApiError::Conflict("the account already has a capability of that name".into())
+        }
     }
 }
 
@@ -263,13 +348,21 @@ pub async fn revise_capability(
     let id = parse_id(&raw_id)?;
     owned(&app, &caller.account, &id).await?;
     let expected = if_match(&headers)?;
-    let request = PublishRequest::from_json(&body, Wrapper::Single).map_err(ApiError::BadRequest)?;
+    let request =
+        PublishRequest::from_json(&body, Wrapper::Single).map_err(ApiError::BadRequest)?;
     check_definitions(&app, &caller.account, &request, Wrapper::Single, Some(&id)).await?;
     let submitted = &request.definitions[0];
     let name = submitted.name().unwrap_or_default();
     let row = app
         .store
-        .revise_capability(&caller.account, &id, expected, &request.domain, name, &submitted.definition.to_string())
+        .revise_capability(
+            &caller.account,
+            &id,
+            expected,
+            &request.domain,
+            name,
+            &submitted.definition.to_string(),
+        )
         .await?
         .map_err(guarded_failure)?;
     tracing::info!(capability = %row.id, revision = row.revision, "capability revised");
@@ -282,7 +375,14 @@ pub async fn enable_capability(
     Path(raw_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    transition(&app, &caller.account, &raw_id, &headers, LifecycleStatus::Active).await
+    transition(
+        &app,
+        &caller.account,
+        &raw_id,
+        &headers,
+        LifecycleStatus::Active,
+    )
+    .await
 }
 
 pub async fn disable_capability(
@@ -291,7 +391,14 @@ pub async fn disable_capability(
     Path(raw_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    transition(&app, &caller.account, &raw_id, &headers, LifecycleStatus::Disabled).await
+    transition(
+        &app,
+        &caller.account,
+        &raw_id,
+        &headers,
+        LifecycleStatus::Disabled,
+    )
+    .await
 }
 
 async fn transition(
@@ -306,8 +413,12 @@ async fn transition(
     let current = owned(app, account, &id).await?;
     if target == LifecycleStatus::Active {
         // Enabling rechecks the credential: a revoked one keeps it disabled.
-        let definition: Value = serde_json::from_str(&current.definition).map_err(|e| ApiError::Internal(e.into()))?;
-        let reference = definition.get("auth").and_then(|a| a.get("credential_ref")).and_then(Value::as_str);
+        let definition: Value =
+            serde_json::from_str(&current.definition).map_err(|e| ApiError::Internal(e.into()))?;
+        let reference = definition
+            .get("auth")
+            .and_then(|a| a.get("credential_ref"))
+            .and_then(Value::as_str);
         let configured = match reference {
             Some(r) => vault::is_configured(&app.store, account, r).await?,
             None => false,
@@ -319,7 +430,11 @@ async fn transition(
             )));
         }
     }
-    let row = app.store.transition_capability(account, &id, expected, target).await?.map_err(guarded_failure)?;
+    let row = app
+        .store
+        .transition_capability(account, &id, expected, target)
+        .await?
+        .map_err(guarded_failure)?;
     tracing::info!(capability = %row.id, revision = row.revision, status = %row.lifecycle_status, "capability state changed");
     Ok(Json(json!(CapabilityRecord::from(&row))))
 }

@@ -29,12 +29,18 @@ pub async fn test_capability(
     let capability = CapabilityAtRevision {
         id: row.id.clone(),
         revision: row.revision,
-        definition: serde_json::from_str(&row.definition).map_err(|e| ApiError::Internal(e.into()))?,
+        definition: serde_json::from_str(&row.definition)
+            .map_err(|e| ApiError::Internal(e.into()))?,
     };
     let started = std::time::Instant::now();
     let report = app
         .executor
-        .call(crate::executor::Call { account: &caller.account, user_id: None, capability: &capability, arguments })
+        .call(crate::executor::Call {
+            account: &caller.account,
+            user_id: None,
+            capability: &capability,
+            arguments,
+        })
         .await;
     let (status, failure, output) = match &report.outcome {
         Ok(CallResult::Data(data)) => ("passed", None, Some(data.clone())),
@@ -48,7 +54,10 @@ pub async fn test_capability(
                 .iter()
                 .map(|v| json!({"pointer": format!("/arguments{}", v.pointer), "rule": v.rule, "message": v.message}))
                 .collect();
-            return Err(ApiError::Violations { message: "the arguments do not match the input schema; nothing was called".into(), violations });
+            return Err(ApiError::Violations {
+                message: "the arguments do not match the input schema; nothing was called".into(),
+                violations,
+            });
         }
         Err(CallFailure::CredentialUnavailable) => {
             return Err(ApiError::Conflict(format!(
@@ -64,12 +73,19 @@ pub async fn test_capability(
         revision: row.revision,
         status: status.to_owned(),
         reason: failure.as_ref().map(|f| f.reason.to_owned()),
-        http_status: report.outcome.as_ref().err().and_then(CallFailure::http_status).map(i64::from),
+        http_status: report
+            .outcome
+            .as_ref()
+            .err()
+            .and_then(CallFailure::http_status)
+            .map(i64::from),
         attempts: i64::from(report.attempts),
         duration_ms: started.elapsed().as_millis() as i64,
         created_at: now_millis(),
     };
-    app.store.insert_test_record(&caller.account, &record).await?;
+    app.store
+        .insert_test_record(&caller.account, &record)
+        .await?;
     tracing::info!(capability = %row.id, revision = row.revision, status, reason = record.reason.as_deref(), "contract test recorded");
     let mut response = json!({
         "test_id": record.id, "capability_id": record.capability_id, "revision": record.revision,
@@ -93,7 +109,9 @@ pub async fn test_capability(
 fn test_arguments(body: &Value) -> Result<&Value, String> {
     let object = body.as_object().ok_or("the body must be a JSON object")?;
     if let Some(unknown) = object.keys().find(|k| *k != "arguments") {
-        return Err(format!("unknown property {unknown:?}: the body is {{arguments}}"));
+        return Err(format!(
+            "unknown property {unknown:?}: the body is {{arguments}}"
+        ));
     }
     match object.get("arguments") {
         Some(arguments @ Value::Object(_)) => Ok(arguments),

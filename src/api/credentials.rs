@@ -10,7 +10,9 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::ApiError;
 use super::json_body::JsonBody;
-use crate::domain::credential::{CredentialError, CredentialRef, CredentialSpec, MAX_CREDENTIAL_BODY_BYTES, MAX_SECRET_BYTES};
+use crate::domain::credential::{
+    CredentialError, CredentialRef, CredentialSpec, MAX_CREDENTIAL_BODY_BYTES, MAX_SECRET_BYTES,
+};
 use crate::store::credentials::{STATUS_CONFIGURED, STATUS_REVOKED};
 use crate::vault;
 
@@ -22,8 +24,9 @@ pub struct CredentialResponse {
 }
 
 fn parse_ref(raw: &str) -> Result<CredentialRef, ApiError> {
-    CredentialRef::parse(raw)
-        .ok_or_else(|| ApiError::BadRequest("credentialRef must match ^cred_[A-Za-z0-9_-]{3,120}$".into()))
+    CredentialRef::parse(raw).ok_or_else(|| {
+        ApiError::BadRequest("credentialRef must match ^cred_[A-Za-z0-9_-]{3,120}$".into())
+    })
 }
 
 pub async fn put_credential(
@@ -34,12 +37,31 @@ pub async fn put_credential(
 ) -> Result<(StatusCode, Json<CredentialResponse>), ApiError> {
     let credential_ref = parse_ref(&raw_ref)?;
     let spec = CredentialSpec::from_json(&body).map_err(|err| match err {
-        CredentialError::SecretTooLarge => ApiError::PayloadTooLarge { limit: MAX_SECRET_BYTES },
+        CredentialError::SecretTooLarge => ApiError::PayloadTooLarge {
+            limit: MAX_SECRET_BYTES,
+        },
         CredentialError::Invalid(msg) => ApiError::BadRequest(msg),
     })?;
-    vault::store_credential(&app.store, &app.keyring, &caller.account, &credential_ref, &spec).await?;
-    tracing::info!(credential_ref = credential_ref.as_str(), auth_type = spec.auth_type.as_str(), "credential configured");
-    Ok((StatusCode::CREATED, Json(CredentialResponse { credential_ref: credential_ref.as_str().into(), status: STATUS_CONFIGURED })))
+    vault::store_credential(
+        &app.store,
+        &app.keyring,
+        &caller.account,
+        &credential_ref,
+        &spec,
+    )
+    .await?;
+    tracing::info!(
+        credential_ref = credential_ref.as_str(),
+        auth_type = spec.auth_type.as_str(),
+        "credential configured"
+    );
+    Ok((
+        StatusCode::CREATED,
+        Json(CredentialResponse {
+            credential_ref: credential_ref.as_str().into(),
+            status: STATUS_CONFIGURED,
+        }),
+    ))
 }
 
 pub async fn delete_credential(
@@ -48,9 +70,19 @@ pub async fn delete_credential(
     Path(raw_ref): Path<String>,
 ) -> Result<Json<CredentialResponse>, ApiError> {
     let credential_ref = parse_ref(&raw_ref)?;
-    if !app.store.revoke_credential(&caller.account, credential_ref.as_str()).await? {
+    if !app
+        .store
+        .revoke_credential(&caller.account, credential_ref.as_str())
+        .await?
+    {
         return Err(ApiError::NotFound("no such credential"));
     }
-    tracing::info!(credential_ref = credential_ref.as_str(), "credential revoked");
-    Ok(Json(CredentialResponse { credential_ref: credential_ref.as_str().into(), status: STATUS_REVOKED }))
+    tracing::info!(
+        credential_ref = credential_ref.as_str(),
+        "credential revoked"
+    );
+    Ok(Json(CredentialResponse {
+        credential_ref: credential_ref.as_str().into(),
+        status: STATUS_REVOKED,
+    }))
 }

@@ -21,9 +21,18 @@ pub struct DiagnosticSettings {
     diagnostic_message_mode: DiagnosticMode,
 }
 
-pub async fn get_settings(State(app): State<AppState>, caller: Caller) -> Result<Json<DiagnosticSettings>, ApiError> {
-    let mode = app.store.get_diagnostic_mode(&caller.account).await?.unwrap_or_default();
-    Ok(Json(DiagnosticSettings { diagnostic_message_mode: mode }))
+pub async fn get_settings(
+    State(app): State<AppState>,
+    caller: Caller,
+) -> Result<Json<DiagnosticSettings>, ApiError> {
+    let mode = app
+        .store
+        .get_diagnostic_mode(&caller.account)
+        .await?
+        .unwrap_or_default();
+    Ok(Json(DiagnosticSettings {
+        diagnostic_message_mode: mode,
+    }))
 }
 
 pub async fn put_settings(
@@ -33,8 +42,17 @@ pub async fn put_settings(
 ) -> Result<(StatusCode, Json<DiagnosticSettings>), ApiError> {
     let mode = parse_settings(&body).map_err(ApiError::BadRequest)?;
     let created = app.store.put_diagnostic_mode(&caller.account, mode).await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(DiagnosticSettings { diagnostic_message_mode: mode })))
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(DiagnosticSettings {
+            diagnostic_message_mode: mode,
+        }),
+    ))
 }
 
 fn parse_settings(body: &Value) -> Result<DiagnosticMode, String> {
@@ -42,7 +60,9 @@ fn parse_settings(body: &Value) -> Result<DiagnosticMode, String> {
     if let Some(unknown) = object.keys().find(|k| *k != "diagnostic_message_mode") {
         return Err(format!("unknown property {unknown:?}"));
     }
-    let mode = object.get("diagnostic_message_mode").ok_or("diagnostic_message_mode is required")?;
+    let mode = object
+        .get("diagnostic_message_mode")
+        .ok_or("diagnostic_message_mode is required")?;
     mode.as_str()
         .and_then(DiagnosticMode::parse)
         .ok_or_else(|| "diagnostic_message_mode must be one of disabled, metadata, text".to_owned())
@@ -60,11 +80,18 @@ pub async fn list_capability_gaps(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let page = parse_page(query.as_deref().unwrap_or("")).map_err(ApiError::BadRequest)?;
-    let mode = app.store.get_diagnostic_mode(&caller.account).await?.unwrap_or_default();
+    let mode = app
+        .store
+        .get_diagnostic_mode(&caller.account)
+        .await?
+        .unwrap_or_default();
     if mode == DiagnosticMode::Disabled {
         return Ok(Json(json!({"diagnostic_message_mode": mode, "events": []})));
     }
-    let events = app.store.list_gap_events(&caller.account, page.limit, page.before.as_ref()).await?;
+    let events = app
+        .store
+        .list_gap_events(&caller.account, page.limit, page.before.as_ref())
+        .await?;
     let items: Vec<Value> = events
         .iter()
         .map(|e| {
@@ -121,9 +148,12 @@ fn parse_page(query: &str) -> Result<Page, String> {
     let before = match (before, before_id) {
         (None, None) => None,
         (Some(at), Some(id)) => {
-            let occurred_at = crate::clock::parse_rfc3339_utc(&at).ok_or("before must be an RFC 3339 date-time ending in Z")?;
+            let occurred_at = crate::clock::parse_rfc3339_utc(&at)
+                .ok_or("before must be an RFC 3339 date-time ending in Z")?;
             if id.is_empty() || id.chars().count() > MAX_BEFORE_ID_CHARS {
-                return Err(format!("before_id must be 1 to {MAX_BEFORE_ID_CHARS} characters"));
+                return Err(format!(
+                    "before_id must be 1 to {MAX_BEFORE_ID_CHARS} characters"
+                ));
             }
             Some(GapCursor { occurred_at, id })
         }

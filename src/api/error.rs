@@ -38,7 +38,10 @@ pub enum ApiError {
     PayloadTooLarge { limit: usize },
     /// Rule violations of a submitted document, each with its location.
     #[error("{message}")]
-    Violations { message: String, violations: Vec<serde_json::Value> },
+    Violations {
+        message: String,
+        violations: Vec<serde_json::Value>,
+    },
     #[error("{0}")]
     Conflict(String),
     /// The body does not meet the schema (nested routes: 422).
@@ -78,7 +81,9 @@ impl ApiError {
             ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, "INVALID_JSON"),
             ApiError::PolicyInvalid(_) => (StatusCode::BAD_REQUEST, "POLICY_INVALID"),
             ApiError::PolicyEmpty => (StatusCode::BAD_REQUEST, "POLICY_EMPTY"),
-            ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
+            ApiError::PayloadTooLarge { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE")
+            }
             ApiError::Violations { .. } => (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "CONFLICT"),
             ApiError::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR"),
@@ -91,7 +96,12 @@ impl ApiError {
             ApiError::Violations { violations, .. } => Some(violations.clone()),
             _ => None,
         };
-        ErrorInfo { status, code, message: self.to_string(), violations }
+        ErrorInfo {
+            status,
+            code,
+            message: self.to_string(),
+            violations,
+        }
     }
 }
 
@@ -99,9 +109,14 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match &err {
             StoreError::Database(
-                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_),
+                sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_),
             ) => ApiError::Unavailable(err),
-            StoreError::Database(sqlx::Error::Database(db)) if is_unavailable_code(db.code().as_deref()) => {
+            StoreError::Database(sqlx::Error::Database(db))
+                if is_unavailable_code(db.code().as_deref()) =>
+            {
                 ApiError::Unavailable(err)
             }
             _ => ApiError::Internal(err.into()),
@@ -112,7 +127,9 @@ impl From<StoreError> for ApiError {
 impl From<crate::sandbox::SandboxError> for ApiError {
     fn from(err: crate::sandbox::SandboxError) -> Self {
         match err {
-            crate::sandbox::SandboxError::InputTooLarge { limit, .. } => ApiError::PayloadTooLarge { limit },
+            crate::sandbox::SandboxError::InputTooLarge { limit, .. } => {
+                ApiError::PayloadTooLarge { limit }
+            }
             fault => ApiError::Sandbox(anyhow::anyhow!("{} ({})", fault, fault.code())),
         }
     }
@@ -120,7 +137,10 @@ impl From<crate::sandbox::SandboxError> for ApiError {
 
 /// SQLite busy/locked and PostgreSQL shutdown / connection classes.
 fn is_unavailable_code(code: Option<&str>) -> bool {
-    matches!(code, Some("5" | "6" | "517" | "57P01" | "57P02" | "57P03" | "3D000")) || code.is_some_and(|c| c.starts_with("08"))
+    matches!(
+        code,
+        Some("5" | "6" | "517" | "57P01" | "57P02" | "57P03" | "3D000")
+    ) || code.is_some_and(|c| c.starts_with("08"))
 }
 
 impl IntoResponse for ApiError {
@@ -134,7 +154,9 @@ impl IntoResponse for ApiError {
         }
         let mut response = info.status.into_response();
         if info.status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response.extensions_mut().insert(info);
         response
@@ -165,11 +187,18 @@ pub async fn shape_errors(request: Request, next: Next) -> Response {
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
-    let info = response.extensions().get::<ErrorInfo>().cloned().unwrap_or_else(|| framework_error(status));
+    let info = response
+        .extensions()
+        .get::<ErrorInfo>()
+        .cloned()
+        .unwrap_or_else(|| framework_error(status));
     let (mut parts, _) = response.into_parts();
     let (status, body, detail) = render(&info, shape);
     parts.status = status;
-    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     parts.headers.remove(header::CONTENT_LENGTH);
     if let Some(detail) = detail {
         parts.headers.insert(DETAIL_HEADER.clone(), detail);
@@ -181,20 +210,34 @@ pub async fn shape_errors(request: Request, next: Next) -> Response {
 fn framework_error(status: StatusCode) -> ErrorInfo {
     let (code, message) = match status {
         StatusCode::NOT_FOUND => ("NOT_FOUND", "no such route"),
-        StatusCode::METHOD_NOT_ALLOWED => ("METHOD_NOT_ALLOWED", "method not allowed on this route"),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            ("METHOD_NOT_ALLOWED", "method not allowed on this route")
+        }
         StatusCode::PAYLOAD_TOO_LARGE => ("PAYLOAD_TOO_LARGE", "the request body is too large"),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ("BAD_REQUEST", "unsupported content type"),
         s if s.is_server_error() => ("INTERNAL_ERROR", "internal error"),
         _ => ("BAD_REQUEST", "bad request"),
     };
-    ErrorInfo { status, code, message: message.to_owned(), violations: None }
+    ErrorInfo {
+        status,
+        code,
+        message: message.to_owned(),
+        violations: None,
+    }
 }
 
-fn render(info: &ErrorInfo, shape: ErrorShape) -> (StatusCode, serde_json::Value, Option<HeaderValue>) {
+fn render(
+    info: &ErrorInfo,
+    shape: ErrorShape,
+) -> (StatusCode, serde_json::Value, Option<HeaderValue>) {
     match shape {
         ErrorShape::Flat if CODE_ONLY.contains(&info.code) => {
             let detail = HeaderValue::from_str(&sanitize_header(&info.message)).ok();
-            (info.status, json!({"error": info.code, "code": info.code}), detail)
+            (
+                info.status,
+                json!({"error": info.code, "code": info.code}),
+                detail,
+            )
         }
         ErrorShape::Flat => {
             let mut body = json!({"error": info.message, "code": info.code});
@@ -210,13 +253,26 @@ fn render(info: &ErrorInfo, shape: ErrorShape) -> (StatusCode, serde_json::Value
                 "PAYLOAD_TOO_LARGE" => (info.status, "REQUEST_TOO_LARGE"),
                 code => (info.status, code),
             };
-            (status, json!({"error": {"code": code, "message": info.message}}), None)
+            (
+                status,
+                json!({"error": {"code": code, "message": info.message}}),
+                None,
+            )
         }
     }
 }
 
 fn sanitize_header(text: &str) -> String {
-    text.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).take(512).collect()
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(512)
+        .collect()
 }
 
 #[cfg(test)]
@@ -225,8 +281,14 @@ mod tests {
 
     #[test]
     fn nested_routes_are_the_channel_and_prompt_integrations() {
-        assert_eq!(ErrorShape::for_path("/v1/channels/http/messages"), ErrorShape::Nested);
-        assert_eq!(ErrorShape::for_path("/v1/prompt-integrations/pi_public_x/execute"), ErrorShape::Nested);
+        assert_eq!(
+            ErrorShape::for_path("/v1/channels/http/messages"),
+            ErrorShape::Nested
+        );
+        assert_eq!(
+            ErrorShape::for_path("/v1/prompt-integrations/pi_public_x/execute"),
+            ErrorShape::Nested
+        );
         assert_eq!(ErrorShape::for_path("/v1/agent-policy"), ErrorShape::Flat);
         assert_eq!(ErrorShape::for_path("/health"), ErrorShape::Flat);
     }
@@ -236,7 +298,10 @@ mod tests {
         let info = ApiError::PolicyEmpty.info();
         let (status, body, detail) = render(&info, ErrorShape::Flat);
         assert_eq!(status, StatusCode::BAD_REQUEST);
-        assert_eq!(body, json!({"error": "POLICY_EMPTY", "code": "POLICY_EMPTY"}));
+        assert_eq!(
+            body,
+            json!({"error": "POLICY_EMPTY", "code": "POLICY_EMPTY"})
+        );
         assert!(detail.is_some());
     }
 

@@ -21,8 +21,13 @@ pub struct Health {
 
 pub async fn health(State(app): State<AppState>) -> Result<Json<Health>, ApiError> {
     match tokio::time::timeout(DATABASE_DEADLINE, app.store.ping()).await {
-        Ok(Ok(())) => Ok(Json(Health { status: "ok", service: SERVICE_NAME })),
+        Ok(Ok(())) => Ok(Json(Health {
+            status: "ok",
+            service: SERVICE_NAME,
+        })),
         Ok(Err(err)) => Err(ApiError::Unavailable(err)),
-        Err(_) => Err(ApiError::Unavailable(StoreError::Database(sqlx::Error::PoolTimedOut))),
+        Err(_) => Err(ApiError::Unavailable(StoreError::Database(
+            sqlx::Error::PoolTimedOut,
+        ))),
     }
 }

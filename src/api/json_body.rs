@@ -17,7 +17,9 @@ impl<S: Send + Sync, const LIMIT: usize> FromRequest<S> for JsonBody<LIMIT> {
 
     async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
         if !is_json(request.headers().get(header::CONTENT_TYPE)) {
-            return Err(ApiError::InvalidJson("the content type must be application/json".into()));
+            return Err(ApiError::InvalidJson(
+                "the content type must be application/json".into(),
+            ));
         }
         let declared = request
             .headers()
@@ -27,13 +29,16 @@ impl<S: Send + Sync, const LIMIT: usize> FromRequest<S> for JsonBody<LIMIT> {
         if declared.is_some_and(|len| len > LIMIT as u64) {
             return Err(ApiError::PayloadTooLarge { limit: LIMIT });
         }
-        let bytes = Limited::new(request.into_body(), LIMIT).collect().await.map_err(|err| {
-            if err.downcast_ref::<LengthLimitError>().is_some() {
-                ApiError::PayloadTooLarge { limit: LIMIT }
-            } else {
-                ApiError::BadRequest("the request body could not be read".into())
-            }
-        })?;
+        let bytes = Limited::new(request.into_body(), LIMIT)
+            .collect()
+            .await
+            .map_err(|err| {
+                if err.downcast_ref::<LengthLimitError>().is_some() {
+                    ApiError::PayloadTooLarge { limit: LIMIT }
+                } else {
+                    ApiError::BadRequest("the request body could not be read".into())
+                }
+            })?;
         let value = serde_json::from_slice(&bytes.to_bytes())
             .map_err(|e| ApiError::InvalidJson(format!("the body is not valid JSON: {e}")))?;
         Ok(JsonBody(value))
@@ -41,9 +46,17 @@ impl<S: Send + Sync, const LIMIT: usize> FromRequest<S> for JsonBody<LIMIT> {
 }
 
 fn is_json(content_type: Option<&header::HeaderValue>) -> bool {
-    let Some(value) = content_type.and_then(|v| v.to_str().ok()) else { return false };
-    let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let Some(value) = content_type.and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 #[cfg(test)]
@@ -54,8 +67,12 @@ mod tests {
     #[test]
     fn recognises_json_content_types() {
         assert!(is_json(Some(&HeaderValue::from_static("application/json"))));
-        assert!(is_json(Some(&HeaderValue::from_static("Application/JSON; charset=utf-8"))));
-        assert!(is_json(Some(&HeaderValue::from_static("application/merge-patch+json"))));
+        assert!(is_json(Some(&HeaderValue::from_static(
+            "Application/JSON; charset=utf-8"
+        ))));
+        assert!(is_json(Some(&HeaderValue::from_static(
+            "application/merge-patch+json"
+        ))));
         assert!(!is_json(Some(&HeaderValue::from_static("text/plain"))));
         assert!(!is_json(None));
     }

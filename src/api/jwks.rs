@@ -24,6 +24,9 @@ pub async fn jwks(State(app): State<AppState>) -> Result<Response, ApiError> {
     }
     let set = json!({"keys": keys.iter().map(public_jwk).collect::<Vec<_>>()});
     let mut response = Json(set).into_response();
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL));
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(CACHE_CONTROL),
+    );
     Ok(response)
 }

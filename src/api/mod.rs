@@ -45,20 +45,52 @@ pub type AppState = Arc<AppContext>;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/health", get(health::health))
-        .route("/.well-known/service/capability-context/v1/jwks.json", get(jwks::jwks))
-        .route("/v1/agent-policy", get(policy::get_policy).put(policy::put_policy).delete(policy::delete_policy))
-        .route("/v1/diagnostics/settings", get(diagnostics::get_settings).put(diagnostics::put_settings))
-        .route("/v1/diagnostics/capability-gaps", get(diagnostics::list_capability_gaps))
+        .route(
+            "/.well-known/service/capability-context/v1/jwks.json",
+            get(jwks::jwks),
+        )
+        .route(
+            "/v1/agent-policy",
+            get(policy::get_policy)
+                .put(policy::put_policy)
+                .delete(policy::delete_policy),
+        )
+        .route(
+            "/v1/diagnostics/settings",
+            get(diagnostics::get_settings).put(diagnostics::put_settings),
+        )
+        .route(
+            "/v1/diagnostics/capability-gaps",
+            get(diagnostics::list_capability_gaps),
+        )
         .route(
             "/v1/capability-credentials/{credential_ref}",
             put(credentials::put_credential).delete(credentials::delete_credential),
         )
-        .route("/v1/capabilities", get(capabilities::list_capabilities).post(capabilities::create_capability))
-        .route("/v1/capabilities/import", post(capabilities::import_capabilities))
-        .route("/v1/capabilities/{capability_id}", get(capabilities::get_capability).patch(capabilities::revise_capability))
-        .route("/v1/capabilities/{capability_id}/enable", post(capabilities::enable_capability))
-        .route("/v1/capabilities/{capability_id}/disable", post(capabilities::disable_capability))
-        .route("/v1/capabilities/{capability_id}/test", post(capability_test::test_capability))
+        .route(
+            "/v1/capabilities",
+            get(capabilities::list_capabilities).post(capabilities::create_capability),
+        )
+        .route(
+            "/v1/capabilities/import",
+            post(capabilities::import_capabilities),
+        )
+        .route(
+            "/v1/capabilities/{capability_id}",
+            get(capabilities::get_capability).patch(capabilities::revise_capability),
+        )
+        .route(
+            "/v1/capabilities/{capability_id}/enable",
+            post(capabilities::enable_capability),
+        )
+        .route(
+            "/v1/capabilities/{capability_id}/disable",
+            post(capabilities::disable_capability),
+        )
+        .route(
+            "/v1/capabilities/{capability_id}/test",
+            post(capability_test::test_capability),
+        )
         .fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(CatchPanicLayer::new())
         .layer(from_fn(error::shape_errors))

@@ -23,12 +23,23 @@ pub struct PolicyResponse {
 
 impl From<StoredPolicy> for PolicyResponse {
     fn from(stored: StoredPolicy) -> Self {
-        PolicyResponse { policy: stored.policy, revision: stored.revision, updated_at: to_rfc3339(stored.updated_at) }
+        PolicyResponse {
+            policy: stored.policy,
+            revision: stored.revision,
+            updated_at: to_rfc3339(stored.updated_at),
+        }
     }
 }
 
-pub async fn get_policy(State(app): State<AppState>, caller: Caller) -> Result<Json<PolicyResponse>, ApiError> {
-    let stored = app.store.get_policy(&caller.account).await?.ok_or(ApiError::NotFound("no agent policy is set"))?;
+pub async fn get_policy(
+    State(app): State<AppState>,
+    caller: Caller,
+) -> Result<Json<PolicyResponse>, ApiError> {
+    let stored = app
+        .store
+        .get_policy(&caller.account)
+        .await?
+        .ok_or(ApiError::NotFound("no agent policy is set"))?;
     Ok(Json(stored.into()))
 }
 
@@ -42,12 +53,19 @@ pub async fn put_policy(
         PolicyError::Invalid(msg) => ApiError::PolicyInvalid(msg),
     })?;
     let stored = app.store.put_policy(&caller.account, &policy).await?;
-    let status = if stored.revision == 1 { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if stored.revision == 1 {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     tracing::info!(revision = stored.revision, "agent policy stored");
     Ok((status, Json(stored.into())))
 }
 
-pub async fn delete_policy(State(app): State<AppState>, caller: Caller) -> Result<StatusCode, ApiError> {
+pub async fn delete_policy(
+    State(app): State<AppState>,
+    caller: Caller,
+) -> Result<StatusCode, ApiError> {
     if app.store.delete_policy(&caller.account).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {

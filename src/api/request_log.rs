@@ -16,7 +16,11 @@ pub async fn request_log(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     span.in_scope(|| {
-        tracing::info!(status = response.status().as_u16(), latency_ms = started.elapsed().as_millis() as u64, "request finished")
+        tracing::info!(
+            status = response.status().as_u16(),
+            latency_ms = started.elapsed().as_millis() as u64,
+            "request finished"
+        )
     });
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);

@@ -46,7 +46,12 @@ pub struct InboundImage {
 
 impl fmt::Debug for InboundImage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "InboundImage({}, {} bytes)", self.format.media_type(), self.bytes.len())
+        write!(
+            f,
+            "InboundImage({}, {} bytes)",
+            self.format.media_type(),
+            self.bytes.len()
+        )
     }
 }
 
@@ -56,9 +61,18 @@ mod tests {
 
     #[test]
     fn formats_are_recognised_by_their_bytes() {
-        assert_eq!(ImageFormat::sniff(&[0xFF, 0xD8, 0xFF, 0xE0, 0, 0]), Some(ImageFormat::Jpeg));
-        assert_eq!(ImageFormat::sniff(b"\x89PNG\r\n\x1a\n...."), Some(ImageFormat::Png));
-        assert_eq!(ImageFormat::sniff(b"RIFF\x10\0\0\0WEBPVP8 "), Some(ImageFormat::Webp));
+        assert_eq!(
+            ImageFormat::sniff(&[0xFF, 0xD8, 0xFF, 0xE0, 0, 0]),
+            Some(ImageFormat::Jpeg)
+        );
+        assert_eq!(
+            ImageFormat::sniff(b"\x89PNG\r\n\x1a\n...."),
+            Some(ImageFormat::Png)
+        );
+        assert_eq!(
+            ImageFormat::sniff(b"RIFF\x10\0\0\0WEBPVP8 "),
+            Some(ImageFormat::Webp)
+        );
         assert_eq!(ImageFormat::sniff(b"GIF89a"), None);
         assert_eq!(ImageFormat::sniff(b"hello, I am text"), None);
         assert_eq!(ImageFormat::sniff(b"RIFF\x10\0\0\0WAVE"), None);

@@ -23,7 +23,14 @@ pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 pub const MAX_MULTIPART_BYTES: usize = MAX_IMAGE_BYTES + MAX_PAYLOAD_BYTES + 16 * 1024;
 
 /// Fields that would carry an image inline: not supported (contract 2.1).
-const INLINE_IMAGE_FIELDS: [&str; 6] = ["image", "images", "image_base64", "image_url", "image_data", "attachments"];
+const INLINE_IMAGE_FIELDS: [&str; 6] = [
+    "image",
+    "images",
+    "image_base64",
+    "image_url",
+    "image_data",
+    "attachments",
+];
 
 #[derive(Debug)]
 pub struct InboundMessage {
@@ -41,10 +48,14 @@ fn invalid(message: impl Into<String>) -> ApiError {
 impl InboundMessage {
     /// Validates the JSON of a message request (2.1).
     pub fn from_payload(value: &Value) -> Result<Self, ApiError> {
-        let object = value.as_object().ok_or_else(|| invalid("the payload must be a JSON object"))?;
+        let object = value
+            .as_object()
+            .ok_or_else(|| invalid("the payload must be a JSON object"))?;
         for key in object.keys() {
             if INLINE_IMAGE_FIELDS.contains(&key.as_str()) {
-                return Err(invalid(format!("{key:?}: images are sent as one multipart `image` part, never inline")));
+                return Err(invalid(format!(
+                    "{key:?}: images are sent as one multipart `image` part, never inline"
+                )));
             }
             if !["user_id", "conversation_id", "message", "metadata"].contains(&key.as_str()) {
                 return Err(invalid(format!("unknown property {key:?}")));
@@ -52,10 +63,15 @@ impl InboundMessage {
         }
         let user_id = optional_id(object, "user_id", MAX_USER_ID_CHARS)?;
         let conversation_id = optional_id(object, "conversation_id", MAX_CONVERSATION_ID_CHARS)?;
-        let message = object.get("message").and_then(Value::as_object).ok_or_else(|| invalid("message is required and must be an object"))?;
+        let message = object
+            .get("message")
+            .and_then(Value::as_object)
+            .ok_or_else(|| invalid("message is required and must be an object"))?;
         for key in message.keys() {
             if INLINE_IMAGE_FIELDS.contains(&key.as_str()) {
-                return Err(invalid(format!("message.{key}: images are sent as one multipart `image` part, never inline")));
+                return Err(invalid(format!(
+                    "message.{key}: images are sent as one multipart `image` part, never inline"
+                )));
             }
             if key != "type" && key != "body" {
                 return Err(invalid(format!("unknown property message.{key}")));
@@ -64,18 +80,31 @@ impl InboundMessage {
         if message.get("type").and_then(Value::as_str) != Some("text") {
             return Err(invalid("message.type must be \"text\""));
         }
-        let body = message.get("body").and_then(Value::as_str).ok_or_else(|| invalid("message.body is required and must be a string"))?;
+        let body = message
+            .get("body")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid("message.body is required and must be a string"))?;
         check_bounded("message.body", body, 1, MAX_BODY_CHARS).map_err(invalid)?;
         let metadata = match object.get("metadata") {
             None => Map::new(),
             Some(Value::Object(m)) => check_metadata(m)?,
             Some(_) => return Err(invalid("metadata must be an object")),
         };
-        Ok(InboundMessage { user_id, conversation_id, body: body.to_owned(), metadata, image: None })
+        Ok(InboundMessage {
+            user_id,
+            conversation_id,
+            body: body.to_owned(),
+            metadata,
+            image: None,
+        })
     }
 }
 
-fn optional_id(object: &Map<String, Value>, field: &str, max: usize) -> Result<Option<String>, ApiError> {
+fn optional_id(
+    object: &Map<String, Value>,
+    field: &str,
+    max: usize,
+) -> Result<Option<String>, ApiError> {
     match object.get(field) {
         None => Ok(None),
         Some(Value::String(s)) => {
@@ -92,14 +121,23 @@ fn optional_id(object: &Map<String, Value>, field: &str, max: usize) -> Result<O
 /// Metadata: a flat object of at most 16 scalar properties.
 fn check_metadata(metadata: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
     if metadata.len() > MAX_METADATA_KEYS {
-        return Err(invalid(format!("metadata holds at most {MAX_METADATA_KEYS} properties")));
+        return Err(invalid(format!(
+            "metadata holds at most {MAX_METADATA_KEYS} properties"
+        )));
     }
     for (key, value) in metadata {
         check_bounded("a metadata key", key, 1, MAX_METADATA_KEY_CHARS).map_err(invalid)?;
         match value {
-            Value::String(s) => check_bounded(&format!("metadata.{key}"), s, 0, MAX_METADATA_VALUE_CHARS).map_err(invalid)?,
+            Value::String(s) => {
+                check_bounded(&format!("metadata.{key}"), s, 0, MAX_METADATA_VALUE_CHARS)
+                    .map_err(invalid)?
+            }
             Value::Number(_) | Value::Bool(_) | Value::Null => {}
-            _ => return Err(invalid(format!("metadata.{key} must be a string, number, boolean or null"))),
+            _ => {
+                return Err(invalid(format!(
+                    "metadata.{key} must be a string, number, boolean or null"
+                )));
+            }
         }
     }
     Ok(metadata.clone())
@@ -109,9 +147,18 @@ impl<S: Send + Sync> FromRequest<S> for InboundMessage {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let content_type = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-        if content_type.to_ascii_lowercase().starts_with("multipart/form-data") {
-            let multipart = Multipart::from_request(request, state).await.map_err(|e| invalid(e.body_text()))?;
+        let content_type = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if content_type
+            .to_ascii_lowercase()
+            .starts_with("multipart/form-data")
+        {
+            let multipart = Multipart::from_request(request, state)
+                .await
+                .map_err(|e| invalid(e.body_text()))?;
             return from_multipart(multipart).await;
         }
         let JsonBody(value) = JsonBody::<MAX_PAYLOAD_BYTES>::from_request(request, state).await?;
@@ -128,22 +175,33 @@ async fn from_multipart(mut multipart: Multipart) -> Result<InboundMessage, ApiE
                 if payload.is_some() {
                     return Err(invalid("only one payload part is allowed"));
                 }
-                let declared = field.content_type().unwrap_or("application/json").to_ascii_lowercase();
+                let declared = field
+                    .content_type()
+                    .unwrap_or("application/json")
+                    .to_ascii_lowercase();
                 if !declared.starts_with("application/json") {
                     return Err(invalid("the payload part must be application/json"));
                 }
                 let bytes = read_field(&mut field, MAX_PAYLOAD_BYTES).await?;
-                payload = Some(serde_json::from_slice(&bytes).map_err(|e| invalid(format!("the payload part is not valid JSON: {e}")))?);
+                payload =
+                    Some(serde_json::from_slice(&bytes).map_err(|e| {
+                        invalid(format!("the payload part is not valid JSON: {e}"))
+                    })?);
             }
             "image" => {
                 if image.is_some() {
                     return Err(invalid("at most one image part is allowed"));
                 }
                 let bytes = read_field(&mut field, MAX_IMAGE_BYTES).await?;
-                let format = ImageFormat::sniff(&bytes).ok_or_else(|| invalid("the image is not a JPEG, PNG or WebP file"))?;
+                let format = ImageFormat::sniff(&bytes)
+                    .ok_or_else(|| invalid("the image is not a JPEG, PNG or WebP file"))?;
                 image = Some(InboundImage { format, bytes });
             }
-            other => return Err(invalid(format!("unknown part {other:?}: the parts are payload and image"))),
+            other => {
+                return Err(invalid(format!(
+                    "unknown part {other:?}: the parts are payload and image"
+                )));
+            }
         }
     }
     let payload = payload.ok_or_else(|| invalid("the payload part is required"))?;
@@ -153,7 +211,10 @@ async fn from_multipart(mut multipart: Multipart) -> Result<InboundMessage, ApiE
 }
 
 /// Reads a part, refusing it (413) as soon as it passes `limit` bytes.
-async fn read_field(field: &mut axum::extract::multipart::Field<'_>, limit: usize) -> Result<bytes::Bytes, ApiError> {
+async fn read_field(
+    field: &mut axum::extract::multipart::Field<'_>,
+    limit: usize,
+) -> Result<bytes::Bytes, ApiError> {
     let mut buffer = bytes::BytesMut::new();
     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
         if buffer.len() + chunk.len() > limit {
@@ -166,9 +227,14 @@ async fn read_field(field: &mut axum::extract::multipart::Field<'_>, limit: usiz
 
 fn multipart_error(err: axum::extract::multipart::MultipartError) -> ApiError {
     if err.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::PayloadTooLarge { limit: MAX_MULTIPART_BYTES }
+        ApiError::PayloadTooLarge {
+            limit: MAX_MULTIPART_BYTES,
+        }
     } else {
-        invalid(format!("the multipart body is malformed: {}", err.body_text()))
+        invalid(format!(
+            "the multipart body is malformed: {}",
+            err.body_text()
+        ))
     }
 }
 
@@ -185,7 +251,10 @@ mod tests {
     fn accepts_the_documented_shape() {
         let m = parse(json!({"user_id": "u-1", "conversation_id": "conv_1", "message": {"type": "text", "body": "hola"},
                              "metadata": {"channel": "web", "n": 1}})).unwrap();
-        assert_eq!((m.body.as_str(), m.user_id.as_deref()), ("hola", Some("u-1")));
+        assert_eq!(
+            (m.body.as_str(), m.user_id.as_deref()),
+            ("hola", Some("u-1"))
+        );
         assert!(parse(json!({"message": {"type": "text", "body": "hola"}})).is_ok());
     }
 
@@ -204,7 +273,10 @@ mod tests {
             json!({"message": {"type": "text", "body": "x"}, "extra": 1}),
             json!({"conversation_id": "c".repeat(129), "message": {"type": "text", "body": "x"}}),
         ] {
-            assert!(matches!(parse(bad.clone()), Err(ApiError::Validation(_))), "{bad}");
+            assert!(
+                matches!(parse(bad.clone()), Err(ApiError::Validation(_))),
+                "{bad}"
+            );
         }
     }
 }

@@ -27,7 +27,11 @@ pub fn issue() -> IssuedKey {
     rand::rngs::OsRng.fill_bytes(&mut id_bytes);
     let key_id = format!("key_{}", hex(&id_bytes));
     let hash = hash(&secret);
-    IssuedKey { key_id, secret, hash }
+    IssuedKey {
+        key_id,
+        secret,
+        hash,
+    }
 }
 
 /// The stored form of a presented key.

@@ -36,7 +36,10 @@ impl MasterKey {
 
     /// A stable, non-secret identifier: a truncated hash of the key.
     pub fn id(&self) -> String {
-        let digest = Sha256::new().chain_update(b"warden master key id v1").chain_update(self.0).finalize();
+        let digest = Sha256::new()
+            .chain_update(b"warden master key id v1")
+            .chain_update(self.0)
+            .finalize();
         format!("mk_{}", super::api_key::hex(&digest[..8]))
     }
 
@@ -78,7 +81,9 @@ impl Keyring {
     }
 
     pub fn find(&self, id: &str) -> Option<&MasterKey> {
-        std::iter::once(&self.current).chain(&self.previous).find(|k| k.id() == id)
+        std::iter::once(&self.current)
+            .chain(&self.previous)
+            .find(|k| k.id() == id)
     }
 }
 
@@ -106,7 +111,9 @@ pub fn resolve(args: &MasterKeyArgs, database: &DatabaseKind) -> anyhow::Result<
              (base64 of 32 bytes) or WARDEN_MASTER_KEY_FILE"
         ),
         DatabaseKind::SqliteMemory => {
-            tracing::warn!("no master key configured and the database is in memory: using a throwaway key");
+            tracing::warn!(
+                "no master key configured and the database is in memory: using a throwaway key"
+            );
             Ok(MasterKey::generate())
         }
         DatabaseKind::SqliteFile(db_path) => {
@@ -161,7 +168,11 @@ mod tests {
     use super::*;
 
     fn no_key() -> MasterKeyArgs {
-        MasterKeyArgs { master_key: None, master_key_file: None, master_key_previous_file: None }
+        MasterKeyArgs {
+            master_key: None,
+            master_key_file: None,
+            master_key_previous_file: None,
+        }
     }
 
     #[test]
@@ -170,7 +181,10 @@ mod tests {
         let db = dir.path().join("w.db");
         let first = resolve(&no_key(), &DatabaseKind::SqliteFile(db.clone())).unwrap();
         let path = default_key_path(&db);
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let second = resolve(&no_key(), &DatabaseKind::SqliteFile(db)).unwrap();
         assert_eq!(first.bytes(), second.bytes());
     }
@@ -183,14 +197,26 @@ mod tests {
 
     #[test]
     fn inline_key_must_be_32_bytes() {
-        let args = MasterKeyArgs { master_key: Some(STANDARD.encode([1u8; 16])), ..no_key() };
+        let args = MasterKeyArgs {
+            master_key: Some(STANDARD.encode([1u8; 16])),
+            ..no_key()
+        };
         assert!(resolve(&args, &DatabaseKind::Postgres).is_err());
-        let args = MasterKeyArgs { master_key: Some(STANDARD.encode([1u8; 32])), ..no_key() };
-        assert_eq!(resolve(&args, &DatabaseKind::Postgres).unwrap().bytes(), &[1u8; 32]);
+        let args = MasterKeyArgs {
+            master_key: Some(STANDARD.encode([1u8; 32])),
+            ..no_key()
+        };
+        assert_eq!(
+            resolve(&args, &DatabaseKind::Postgres).unwrap().bytes(),
+            &[1u8; 32]
+        );
     }
 
     #[test]
     fn debug_never_shows_the_key() {
-        assert_eq!(format!("{:?}", MasterKey::generate()), "MasterKey(<redacted>)");
+        assert_eq!(
+            format!("{:?}", MasterKey::generate()),
+            "MasterKey(<redacted>)"
+        );
     }
 }

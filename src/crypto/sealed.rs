@@ -37,20 +37,42 @@ impl Keyring {
         rand::rngs::OsRng.fill_bytes(&mut nonce);
         let cipher = Aes256Gcm::new(key.bytes().into());
         let ciphertext = cipher
-            .encrypt(Nonce::from_slice(&nonce), Payload { msg: plaintext, aad: associated_data })
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: plaintext,
+                    aad: associated_data,
+                },
+            )
             .expect("AES-GCM encryption of an in-memory buffer cannot fail");
-        Sealed { key_id: key.id(), nonce: nonce.to_vec(), ciphertext }
+        Sealed {
+            key_id: key.id(),
+            nonce: nonce.to_vec(),
+            ciphertext,
+        }
     }
 
     /// Opens with whichever configured key sealed it.
-    pub fn open(&self, sealed: &Sealed, associated_data: &[u8]) -> Result<Zeroizing<Vec<u8>>, SealError> {
-        let key = self.find(&sealed.key_id).ok_or_else(|| SealError::UnknownKey(sealed.key_id.clone()))?;
+    pub fn open(
+        &self,
+        sealed: &Sealed,
+        associated_data: &[u8],
+    ) -> Result<Zeroizing<Vec<u8>>, SealError> {
+        let key = self
+            .find(&sealed.key_id)
+            .ok_or_else(|| SealError::UnknownKey(sealed.key_id.clone()))?;
         if sealed.nonce.len() != NONCE_LEN {
             return Err(SealError::Corrupt);
         }
         let cipher = Aes256Gcm::new(key.bytes().into());
         cipher
-            .decrypt(Nonce::from_slice(&sealed.nonce), Payload { msg: &sealed.ciphertext, aad: associated_data })
+            .decrypt(
+                Nonce::from_slice(&sealed.nonce),
+                Payload {
+                    msg: &sealed.ciphertext,
+                    aad: associated_data,
+                },
+            )
             .map(Zeroizing::new)
             .map_err(|_| SealError::Corrupt)
     }
@@ -69,10 +91,16 @@ mod tests {
         assert_ne!(a.nonce, b.nonce, "fresh nonce per write");
         assert!(!a.ciphertext.windows(6).any(|w| w == b"s3cret"));
         assert_eq!(&ring.open(&a, b"acct:1:cred_x").unwrap()[..], b"s3cret");
-        assert!(matches!(ring.open(&a, b"acct:2:cred_x"), Err(SealError::Corrupt)));
+        assert!(matches!(
+            ring.open(&a, b"acct:2:cred_x"),
+            Err(SealError::Corrupt)
+        ));
         let mut tampered = a.clone();
         tampered.ciphertext[0] ^= 1;
-        assert!(matches!(ring.open(&tampered, b"acct:1:cred_x"), Err(SealError::Corrupt)));
+        assert!(matches!(
+            ring.open(&tampered, b"acct:1:cred_x"),
+            Err(SealError::Corrupt)
+        ));
     }
 
     #[test]
@@ -82,6 +110,9 @@ mod tests {
         let rotated = Keyring::new(MasterKey::generate(), vec![old]);
         assert_eq!(&rotated.open(&sealed, b"ad").unwrap()[..], b"x");
         let forgotten = Keyring::new(MasterKey::generate(), vec![]);
-        assert!(matches!(forgotten.open(&sealed, b"ad"), Err(SealError::UnknownKey(_))));
+        assert!(matches!(
+            forgotten.open(&sealed, b"ad"),
+            Err(SealError::UnknownKey(_))
+        ));
     }
 }

@@ -25,13 +25,18 @@ impl CapabilityId {
 
     pub fn generate() -> Self {
         let mut rng = rand::rngs::OsRng;
-        let suffix: String = (0..24).map(|_| Self::ALPHABET[rng.gen_range(0..Self::ALPHABET.len())] as char).collect();
+        let suffix: String = (0..24)
+            .map(|_| Self::ALPHABET[rng.gen_range(0..Self::ALPHABET.len())] as char)
+            .collect();
         CapabilityId(format!("cap_{suffix}"))
     }
 
     pub fn parse(text: &str) -> Option<Self> {
         let rest = text.strip_prefix("cap_")?;
-        let ok = (8..=80).contains(&text.len()) && rest.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        let ok = (8..=80).contains(&text.len())
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
         ok.then(|| CapabilityId(text.to_owned()))
     }
 
@@ -105,32 +110,46 @@ impl PublishRequest {
             Wrapper::Manifest => "capabilities",
         };
         if let Some(unknown) = object.keys().find(|k| *k != "domain" && *k != list_field) {
-            return Err(format!("unknown property {unknown:?}: the body is {{domain, {list_field}}}"));
+            return Err(format!(
+                "unknown property {unknown:?}: the body is {{domain, {list_field}}}"
+            ));
         }
         let domain = domain(object)?;
         let definitions = match (wrapper, object.get(list_field)) {
             (Wrapper::Single, Some(def @ Value::Object(_))) => vec![def.clone()],
             (Wrapper::Manifest, Some(Value::Array(items))) => {
                 if items.is_empty() || items.len() > MAX_MANIFEST_CAPABILITIES {
-                    return Err(format!("capabilities must hold 1 to {MAX_MANIFEST_CAPABILITIES} definitions"));
+                    return Err(format!(
+                        "capabilities must hold 1 to {MAX_MANIFEST_CAPABILITIES} definitions"
+                    ));
                 }
                 if let Some(i) = items.iter().position(|d| !d.is_object()) {
                     return Err(format!("capabilities[{i}] must be an object"));
                 }
                 items.clone()
             }
-            (Wrapper::Single, _) => return Err("capability is required and must be an object".into()),
-            (Wrapper::Manifest, _) => return Err("capabilities is required and must be an array".into()),
+            (Wrapper::Single, _) => {
+                return Err("capability is required and must be an object".into());
+            }
+            (Wrapper::Manifest, _) => {
+                return Err("capabilities is required and must be an array".into());
+            }
         };
         Ok(PublishRequest {
             domain,
-            definitions: definitions.into_iter().map(|definition| SubmittedDefinition { definition }).collect(),
+            definitions: definitions
+                .into_iter()
+                .map(|definition| SubmittedDefinition { definition })
+                .collect(),
         })
     }
 }
 
 fn domain(object: &Map<String, Value>) -> Result<String, String> {
-    let domain = object.get("domain").and_then(Value::as_str).ok_or("domain is required and must be a string")?;
+    let domain = object
+        .get("domain")
+        .and_then(Value::as_str)
+        .ok_or("domain is required and must be a string")?;
     super::text::check_bounded("domain", domain, 1, MAX_DOMAIN_CHARS)?;
     Ok(domain.to_owned())
 }
@@ -149,11 +168,18 @@ pub fn parse_if_match(header: Option<&str>) -> Result<i64, IfMatchError> {
     if raw.is_empty() || raw.chars().count() > MAX_IF_MATCH_CHARS {
         return Err(IfMatchError::Malformed);
     }
-    let digits = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')).unwrap_or(raw);
+    let digits = raw
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .unwrap_or(raw);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(IfMatchError::Malformed);
     }
-    digits.parse::<i64>().ok().filter(|r| *r >= 1).ok_or(IfMatchError::Malformed)
+    digits
+        .parse::<i64>()
+        .ok()
+        .filter(|r| *r >= 1)
+        .ok_or(IfMatchError::Malformed)
 }
 
 #[cfg(test)]
@@ -166,7 +192,13 @@ mod tests {
         let id = CapabilityId::generate();
         assert!(CapabilityId::parse(id.as_str()).is_some());
         assert_eq!(id.as_str().len(), 28);
-        for bad in ["cap_ABC12345", "cap_1", "capx_12345678", "cap_abc-12345", &format!("cap_{}", "a".repeat(77))] {
+        for bad in [
+            "cap_ABC12345",
+            "cap_1",
+            "capx_12345678",
+            "cap_abc-12345",
+            &format!("cap_{}", "a".repeat(77)),
+        ] {
             assert!(CapabilityId::parse(bad).is_none(), "{bad}");
         }
         assert!(CapabilityId::parse("cap_abcd").is_some());
@@ -177,22 +209,56 @@ mod tests {
         assert_eq!(parse_if_match(Some("3")), Ok(3));
         assert_eq!(parse_if_match(Some("\"12\"")), Ok(12));
         assert_eq!(parse_if_match(None), Err(IfMatchError::Missing));
-        for bad in ["", "abc", "-1", "0", "W/\"3\"", "1.0", &"9".repeat(81), "99999999999999999999"] {
-            assert_eq!(parse_if_match(Some(bad)), Err(IfMatchError::Malformed), "{bad}");
+        for bad in [
+            "",
+            "abc",
+            "-1",
+            "0",
+            "W/\"3\"",
+            "1.0",
+            &"9".repeat(81),
+            "99999999999999999999",
+        ] {
+            assert_eq!(
+                parse_if_match(Some(bad)),
+                Err(IfMatchError::Malformed),
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn wrappers_are_closed() {
         let def = json!({"name": "x"});
-        assert!(PublishRequest::from_json(&json!({"domain": "d", "capability": def}), Wrapper::Single).is_ok());
-        assert!(PublishRequest::from_json(&json!({"domain": "d", "capabilities": [def]}), Wrapper::Manifest).is_ok());
+        assert!(
+            PublishRequest::from_json(&json!({"domain": "d", "capability": def}), Wrapper::Single)
+                .is_ok()
+        );
+        assert!(
+            PublishRequest::from_json(
+                &json!({"domain": "d", "capabilities": [def]}),
+                Wrapper::Manifest
+            )
+            .is_ok()
+        );
         for (bad, wrapper) in [
             (json!({"capability": def}), Wrapper::Single),
-            (json!({"domain": "d", "capability": def, "x": 1}), Wrapper::Single),
-            (json!({"domain": "d", "capabilities": def}), Wrapper::Manifest),
-            (json!({"domain": "d", "capabilities": []}), Wrapper::Manifest),
-            (json!({"domain": "d", "capabilities": [1]}), Wrapper::Manifest),
+            (
+                json!({"domain": "d", "capability": def, "x": 1}),
+                Wrapper::Single,
+            ),
+            (
+                json!({"domain": "d", "capabilities": def}),
+                Wrapper::Manifest,
+            ),
+            (
+                json!({"domain": "d", "capabilities": []}),
+                Wrapper::Manifest,
+            ),
+            (
+                json!({"domain": "d", "capabilities": [1]}),
+                Wrapper::Manifest,
+            ),
             (json!({"domain": "", "capability": def}), Wrapper::Single),
         ] {
             assert!(PublishRequest::from_json(&bad, wrapper).is_err(), "{bad}");

@@ -19,7 +19,9 @@ impl CredentialRef {
         let rest = text.strip_prefix("cred_")?;
         let ok = (3..=120).contains(&rest.len())
             && (7..=128).contains(&text.len())
-            && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         ok.then(|| CredentialRef(text.to_owned()))
     }
 
@@ -46,7 +48,9 @@ impl AuthType {
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        [AuthType::Bearer, AuthType::ApiKey, AuthType::Basic].into_iter().find(|t| t.as_str() == text)
+        [AuthType::Bearer, AuthType::ApiKey, AuthType::Basic]
+            .into_iter()
+            .find(|t| t.as_str() == text)
     }
 }
 
@@ -71,9 +75,16 @@ pub enum CredentialError {
 impl CredentialSpec {
     pub fn from_json(body: &Value) -> Result<Self, CredentialError> {
         let invalid = |m: &str| CredentialError::Invalid(m.to_owned());
-        let object = body.as_object().ok_or_else(|| invalid("the body must be a JSON object"))?;
-        if let Some(unknown) = object.keys().find(|k| !["auth_type", "secret", "header_name"].contains(&k.as_str())) {
-            return Err(CredentialError::Invalid(format!("unknown property {unknown:?}")));
+        let object = body
+            .as_object()
+            .ok_or_else(|| invalid("the body must be a JSON object"))?;
+        if let Some(unknown) = object
+            .keys()
+            .find(|k| !["auth_type", "secret", "header_name"].contains(&k.as_str()))
+        {
+            return Err(CredentialError::Invalid(format!(
+                "unknown property {unknown:?}"
+            )));
         }
         let auth_type = object
             .get("auth_type")
@@ -92,17 +103,33 @@ impl CredentialSpec {
             return Err(invalid("secret must be non-blank printable ASCII"));
         }
         if auth_type == AuthType::Basic
-            && !secret.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+            && !secret
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
         {
-            return Err(invalid("a basic secret is the pre-encoded base64 value, without the 'Basic ' prefix"));
+            return Err(invalid(
+                "a basic secret is the pre-encoded base64 value, without the 'Basic ' prefix",
+            ));
         }
         let header_name = match (auth_type, object.get("header_name")) {
-            (AuthType::ApiKey, Some(Value::String(h))) if API_KEY_HEADERS.contains(&h.as_str()) => Some(h.clone()),
-            (AuthType::ApiKey, _) => return Err(invalid("header_name must be x-api-key or x-api-token for api_key")),
-            (_, Some(_)) => return Err(invalid("header_name is only valid with auth_type api_key")),
+            (AuthType::ApiKey, Some(Value::String(h))) if API_KEY_HEADERS.contains(&h.as_str()) => {
+                Some(h.clone())
+            }
+            (AuthType::ApiKey, _) => {
+                return Err(invalid(
+                    "header_name must be x-api-key or x-api-token for api_key",
+                ));
+            }
+            (_, Some(_)) => {
+                return Err(invalid("header_name is only valid with auth_type api_key"));
+            }
             (_, None) => None,
         };
-        Ok(CredentialSpec { auth_type, header_name, secret })
+        Ok(CredentialSpec {
+            auth_type,
+            header_name,
+            secret,
+        })
     }
 }
 
@@ -113,20 +140,39 @@ mod tests {
 
     #[test]
     fn credential_refs_follow_the_pattern() {
-        for ok in ["cred_abc", "cred_A-b_9", &format!("cred_{}", "a".repeat(120))] {
+        for ok in [
+            "cred_abc",
+            "cred_A-b_9",
+            &format!("cred_{}", "a".repeat(120)),
+        ] {
             assert!(CredentialRef::parse(ok).is_some(), "{ok}");
         }
-        for bad in ["cred_ab", "cred_a.b", "cre_abc", "", "cred_ábc", &format!("cred_{}", "a".repeat(121))] {
+        for bad in [
+            "cred_ab",
+            "cred_a.b",
+            "cre_abc",
+            "",
+            "cred_ábc",
+            &format!("cred_{}", "a".repeat(121)),
+        ] {
             assert!(CredentialRef::parse(bad).is_none(), "{bad}");
         }
     }
 
     #[test]
     fn specs_are_validated() {
-        assert!(CredentialSpec::from_json(&json!({"auth_type": "bearer", "secret": "t0k"})).is_ok());
-        let k = CredentialSpec::from_json(&json!({"auth_type": "api_key", "secret": "k", "header_name": "x-api-token"})).unwrap();
+        assert!(
+            CredentialSpec::from_json(&json!({"auth_type": "bearer", "secret": "t0k"})).is_ok()
+        );
+        let k = CredentialSpec::from_json(
+            &json!({"auth_type": "api_key", "secret": "k", "header_name": "x-api-token"}),
+        )
+        .unwrap();
         assert_eq!(k.header_name.as_deref(), Some("x-api-token"));
-        assert!(CredentialSpec::from_json(&json!({"auth_type": "basic", "secret": "dXNlcjpwYXNz"})).is_ok());
+        assert!(
+            CredentialSpec::from_json(&json!({"auth_type": "basic", "secret": "dXNlcjpwYXNz"}))
+                .is_ok()
+        );
         for bad in [
             json!({"auth_type": "none", "secret": "x"}),
             json!({"auth_type": "bearer"}),
@@ -138,9 +184,18 @@ mod tests {
             json!({"auth_type": "basic", "secret": "Basic dXNlcjpwYXNz"}),
             json!({"auth_type": "bearer", "secret": "x", "extra": 1}),
         ] {
-            assert!(matches!(CredentialSpec::from_json(&bad), Err(CredentialError::Invalid(_))), "{bad}");
+            assert!(
+                matches!(
+                    CredentialSpec::from_json(&bad),
+                    Err(CredentialError::Invalid(_))
+                ),
+                "{bad}"
+            );
         }
         let big = json!({"auth_type": "bearer", "secret": "a".repeat(MAX_SECRET_BYTES + 1)});
-        assert!(matches!(CredentialSpec::from_json(&big), Err(CredentialError::SecretTooLarge)));
+        assert!(matches!(
+            CredentialSpec::from_json(&big),
+            Err(CredentialError::SecretTooLarge)
+        ));
     }
 }

@@ -15,7 +15,11 @@ pub enum DiagnosticMode {
 }
 
 impl DiagnosticMode {
-    pub const ALL: [DiagnosticMode; 3] = [DiagnosticMode::Disabled, DiagnosticMode::Metadata, DiagnosticMode::Text];
+    pub const ALL: [DiagnosticMode; 3] = [
+        DiagnosticMode::Disabled,
+        DiagnosticMode::Metadata,
+        DiagnosticMode::Text,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {

@@ -15,7 +15,9 @@ pub fn parse_key(header: Option<&str>) -> Result<String, String> {
     let key = header.ok_or("the Idempotency-Key header is required")?;
     let len = key.chars().count();
     if !(1..=MAX_KEY_CHARS).contains(&len) || !key.bytes().all(|b| (0x21..0x7f).contains(&b)) {
-        return Err(format!("Idempotency-Key must be 1 to {MAX_KEY_CHARS} visible ASCII characters"));
+        return Err(format!(
+            "Idempotency-Key must be 1 to {MAX_KEY_CHARS} visible ASCII characters"
+        ));
     }
     Ok(key.to_owned())
 }
@@ -25,7 +27,11 @@ pub fn parse_key(header: Option<&str>) -> Result<String, String> {
 pub fn request_hash(operation: &str, body: &Value) -> String {
     let mut canonical = String::new();
     write_canonical(body, &mut canonical);
-    let digest = Sha256::new().chain_update(operation.as_bytes()).chain_update([0u8]).chain_update(canonical.as_bytes()).finalize();
+    let digest = Sha256::new()
+        .chain_update(operation.as_bytes())
+        .chain_update([0u8])
+        .chain_update(canonical.as_bytes())
+        .finalize();
     crate::crypto::api_key::hex(&digest)
 }
 
@@ -70,7 +76,10 @@ mod tests {
         let b: Value = serde_json::from_str(r#"{"a":"s","b":[1,{"x":1,"y":2}]}"#).unwrap();
         assert_eq!(request_hash("import", &a), request_hash("import", &b));
         assert_ne!(request_hash("import", &a), request_hash("create", &a));
-        assert_ne!(request_hash("import", &a), request_hash("import", &json!({"a": "s"})));
+        assert_ne!(
+            request_hash("import", &a),
+            request_hash("import", &json!({"a": "s"}))
+        );
     }
 
     #[test]

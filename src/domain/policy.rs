@@ -18,7 +18,12 @@ pub const MAX_OUT_OF_SCOPE_CHARS: usize = 1_000;
 /// Request body limit of PUT /v1/agent-policy (contract section 8).
 pub const MAX_POLICY_BYTES: usize = 16 * 1024;
 
-const FIELDS: [&str; 4] = ["version", "instructions", "allowed_topics", "out_of_scope_response"];
+const FIELDS: [&str; 4] = [
+    "version",
+    "instructions",
+    "allowed_topics",
+    "out_of_scope_response",
+];
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentPolicy {
@@ -48,7 +53,9 @@ pub enum PolicyError {
 impl AgentPolicy {
     pub fn from_json(value: &Value) -> Result<Self, PolicyError> {
         let invalid = |msg: String| PolicyError::Invalid(msg);
-        let object = value.as_object().ok_or_else(|| invalid("the policy must be a JSON object".into()))?;
+        let object = value
+            .as_object()
+            .ok_or_else(|| invalid("the policy must be a JSON object".into()))?;
         if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             return Err(invalid(format!("unknown property {unknown:?}")));
         }
@@ -65,15 +72,27 @@ impl AgentPolicy {
             return Err(invalid("instructions must not be blank".into()));
         }
         let allowed_topics = object.get("allowed_topics").map(parse_topics).transpose()?;
-        let out_of_scope_response = optional_string(object, "out_of_scope_response", MAX_OUT_OF_SCOPE_CHARS)?;
+        let out_of_scope_response =
+            optional_string(object, "out_of_scope_response", MAX_OUT_OF_SCOPE_CHARS)?;
         if out_of_scope_response.is_some() && allowed_topics.is_none() {
-            return Err(invalid("out_of_scope_response is valid only together with allowed_topics".into()));
+            return Err(invalid(
+                "out_of_scope_response is valid only together with allowed_topics".into(),
+            ));
         }
-        Ok(AgentPolicy { version: 1, instructions, allowed_topics, out_of_scope_response })
+        Ok(AgentPolicy {
+            version: 1,
+            instructions,
+            allowed_topics,
+            out_of_scope_response,
+        })
     }
 }
 
-fn optional_string(object: &Map<String, Value>, field: &str, max: usize) -> Result<Option<String>, PolicyError> {
+fn optional_string(
+    object: &Map<String, Value>,
+    field: &str,
+    max: usize,
+) -> Result<Option<String>, PolicyError> {
     match object.get(field) {
         None => Ok(None),
         Some(Value::String(s)) => {
@@ -86,19 +105,29 @@ fn optional_string(object: &Map<String, Value>, field: &str, max: usize) -> Resu
 
 fn parse_topics(value: &Value) -> Result<Vec<Topic>, PolicyError> {
     let invalid = |msg: String| PolicyError::Invalid(msg);
-    let items = value.as_array().ok_or_else(|| invalid("allowed_topics must be an array".into()))?;
+    let items = value
+        .as_array()
+        .ok_or_else(|| invalid("allowed_topics must be an array".into()))?;
     if items.is_empty() || items.len() > MAX_TOPICS {
-        return Err(invalid(format!("allowed_topics must hold 1 to {MAX_TOPICS} topics")));
+        return Err(invalid(format!(
+            "allowed_topics must hold 1 to {MAX_TOPICS} topics"
+        )));
     }
     let mut topics: Vec<Topic> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let at = format!("allowed_topics[{i}]");
-        let object = item.as_object().ok_or_else(|| invalid(format!("{at} must be an object")))?;
-        if let Some(unknown) = object.keys().find(|k| !["name", "description"].contains(&k.as_str())) {
+        let object = item
+            .as_object()
+            .ok_or_else(|| invalid(format!("{at} must be an object")))?;
+        if let Some(unknown) = object
+            .keys()
+            .find(|k| !["name", "description"].contains(&k.as_str()))
+        {
             return Err(invalid(format!("{at} has unknown property {unknown:?}")));
         }
         let field = |name: &str, max: usize| -> Result<String, PolicyError> {
-            optional_string(object, name, max)?.ok_or_else(|| invalid(format!("{at}.{name} is required")))
+            optional_string(object, name, max)?
+                .ok_or_else(|| invalid(format!("{at}.{name} is required")))
         };
         let name = field("name", MAX_TOPIC_NAME_CHARS)?;
         let description = field("description", MAX_TOPIC_DESCRIPTION_CHARS)?;
@@ -131,7 +160,10 @@ mod tests {
     #[test]
     fn classifies_empty_and_invalid() {
         assert_eq!(check(json!({"version": 1})), Err(PolicyError::Empty));
-        assert_eq!(check(json!({"version": 1, "out_of_scope_response": "x"})), Err(PolicyError::Empty));
+        assert_eq!(
+            check(json!({"version": 1, "out_of_scope_response": "x"})),
+            Err(PolicyError::Empty)
+        );
         for bad in [
             json!([]),
             json!({"instructions": "x"}),
@@ -148,7 +180,10 @@ mod tests {
             json!({"version": 1, "allowed_topics": [{"name": "a", "description": "b"}, {"name": "A", "description": "c"}]}),
             json!({"version": 1, "instructions": "x".repeat(MAX_INSTRUCTIONS_CHARS + 1)}),
         ] {
-            assert!(matches!(check(bad.clone()), Err(PolicyError::Invalid(_))), "{bad}");
+            assert!(
+                matches!(check(bad.clone()), Err(PolicyError::Invalid(_))),
+                "{bad}"
+            );
         }
     }
 }

@@ -5,9 +5,14 @@
 pub fn check_bounded(field: &str, value: &str, min: usize, max: usize) -> Result<(), String> {
     let len = value.chars().count();
     if len < min || len > max {
-        return Err(format!("{field} must be {min} to {max} characters long (got {len})"));
+        return Err(format!(
+            "{field} must be {min} to {max} characters long (got {len})"
+        ));
     }
-    if value.chars().any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r')) {
+    if value
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+    {
         return Err(format!("{field} must not contain control characters"));
     }
     Ok(())

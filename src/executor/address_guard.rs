@@ -49,7 +49,12 @@ pub fn refused_class(ip: IpAddr) -> Option<&'static str> {
             }
             let s = v6.segments();
             if s[0] == 0x0064 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-                return v4_class(Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8));
+                return v4_class(Ipv4Addr::new(
+                    (s[6] >> 8) as u8,
+                    s[6] as u8,
+                    (s[7] >> 8) as u8,
+                    s[7] as u8,
+                ));
             }
             v6_class(v6)
         }
@@ -61,7 +66,9 @@ fn v4_class(ip: Ipv4Addr) -> Option<&'static str> {
     Some(match () {
         _ if ip.is_loopback() => "loopback",
         _ if ip.is_unspecified() || a == 0 => "unspecified",
-        _ if ip == Ipv4Addr::new(169, 254, 169, 254) || ip == Ipv4Addr::new(100, 100, 100, 200) => "cloud-metadata",
+        _ if ip == Ipv4Addr::new(169, 254, 169, 254) || ip == Ipv4Addr::new(100, 100, 100, 200) => {
+            "cloud-metadata"
+        }
         _ if ip.is_private() => "private",
         _ if ip.is_link_local() => "link-local",
         _ if a == 100 && (64..=127).contains(&b) => "cgnat",
@@ -100,7 +107,12 @@ pub struct SystemLookup;
 impl NameLookup for SystemLookup {
     fn lookup(&self, host: &str) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>> {
         let host = host.to_owned();
-        Box::pin(async move { Ok(tokio::net::lookup_host((host.as_str(), 0)).await?.map(|a| a.ip()).collect()) })
+        Box::pin(async move {
+            Ok(tokio::net::lookup_host((host.as_str(), 0))
+                .await?
+                .map(|a| a.ip())
+                .collect())
+        })
     }
 }
 
@@ -119,12 +131,19 @@ impl reqwest::dns::Resolve for GuardedResolver {
         Box::pin(async move {
             let addresses = lookup.lookup(&host).await?;
             if addresses.is_empty() {
-                return Err(io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address")).into());
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("{host} has no address"),
+                )
+                .into());
             }
             for ip in &addresses {
                 policy.check(*ip)?;
             }
-            let checked: Vec<SocketAddr> = addresses.into_iter().map(|ip| SocketAddr::new(ip, 0)).collect();
+            let checked: Vec<SocketAddr> = addresses
+                .into_iter()
+                .map(|ip| SocketAddr::new(ip, 0))
+                .collect();
             Ok(Box::new(checked.into_iter()) as reqwest::dns::Addrs)
         })
     }
@@ -141,16 +160,33 @@ mod tests {
     #[test]
     fn every_refused_class_is_recognised() {
         for (ip, expected) in [
-            ("127.0.0.1", "loopback"), ("127.9.9.9", "loopback"), ("::1", "loopback"),
-            ("10.0.0.1", "private"), ("172.16.5.4", "private"), ("172.31.255.255", "private"), ("192.168.1.1", "private"),
-            ("169.254.1.1", "link-local"), ("fe80::1", "link-local"),
-            ("fc00::1", "unique-local"), ("fd12:3456::1", "unique-local"),
-            ("100.64.0.1", "cgnat"), ("100.127.255.254", "cgnat"),
-            ("224.0.0.1", "multicast"), ("239.255.255.250", "multicast"), ("ff02::1", "multicast"),
-            ("0.0.0.0", "unspecified"), ("::", "unspecified"), ("0.1.2.3", "unspecified"),
-            ("169.254.169.254", "cloud-metadata"), ("fd00:ec2::254", "cloud-metadata"), ("100.100.100.200", "cloud-metadata"),
-            ("255.255.255.255", "reserved"), ("240.0.0.1", "reserved"),
-            ("::ffff:10.0.0.1", "private"), ("::ffff:127.0.0.1", "loopback"), ("64:ff9b::a9fe:a9fe", "cloud-metadata"),
+            ("127.0.0.1", "loopback"),
+            ("127.9.9.9", "loopback"),
+            ("::1", "loopback"),
+            ("10.0.0.1", "private"),
+            ("172.16.5.4", "private"),
+            ("172.31.255.255", "private"),
+            ("192.168.1.1", "private"),
+            ("169.254.1.1", "link-local"),
+            ("fe80::1", "link-local"),
+            ("fc00::1", "unique-local"),
+            ("fd12:3456::1", "unique-local"),
+            ("100.64.0.1", "cgnat"),
+            ("100.127.255.254", "cgnat"),
+            ("224.0.0.1", "multicast"),
+            ("239.255.255.250", "multicast"),
+            ("ff02::1", "multicast"),
+            ("0.0.0.0", "unspecified"),
+            ("::", "unspecified"),
+            ("0.1.2.3", "unspecified"),
+            ("169.254.169.254", "cloud-metadata"),
+            ("fd00:ec2::254", "cloud-metadata"),
+            ("100.100.100.200", "cloud-metadata"),
+            ("255.255.255.255", "reserved"),
+            ("240.0.0.1", "reserved"),
+            ("::ffff:10.0.0.1", "private"),
+            ("::ffff:127.0.0.1", "loopback"),
+            ("64:ff9b::a9fe:a9fe", "cloud-metadata"),
         ] {
             assert_eq!(class(ip), Some(expected), "{ip}");
         }
@@ -158,19 +194,30 @@ mod tests {
 
     #[test]
     fn public_addresses_pass() {
-        for ip in ["8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "::ffff:8.8.8.8"] {
+        for ip in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+        ] {
             assert_eq!(class(ip), None, "{ip}");
         }
     }
 
     #[test]
     fn the_development_switch_opens_loopback_only() {
-        let dev = AddressPolicy { allow_loopback: true };
+        let dev = AddressPolicy {
+            allow_loopback: true,
+        };
         assert!(dev.check("127.0.0.1".parse().unwrap()).is_ok());
         assert!(dev.check("::1".parse().unwrap()).is_ok());
         assert!(dev.check("10.0.0.1".parse().unwrap()).is_err());
         assert!(dev.check("169.254.169.254".parse().unwrap()).is_err());
-        let prod = AddressPolicy { allow_loopback: false };
+        let prod = AddressPolicy {
+            allow_loopback: false,
+        };
         assert!(prod.check("127.0.0.1".parse().unwrap()).is_err());
     }
 }

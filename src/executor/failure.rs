@@ -60,13 +60,17 @@ impl CallFailure {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            CallFailure::ConnectFailed | CallFailure::Timeout { .. } | CallFailure::HttpStatus { status: 502..=504 }
+            CallFailure::ConnectFailed
+                | CallFailure::Timeout { .. }
+                | CallFailure::HttpStatus { status: 502..=504 }
         )
     }
 
     pub fn http_status(&self) -> Option<u16> {
         match self {
-            CallFailure::HttpStatus { status } | CallFailure::RedirectRefused { status } => Some(*status),
+            CallFailure::HttpStatus { status } | CallFailure::RedirectRefused { status } => {
+                Some(*status)
+            }
             _ => None,
         }
     }
@@ -81,6 +85,9 @@ pub struct FailureSummary {
 
 impl From<&CallFailure> for FailureSummary {
     fn from(failure: &CallFailure) -> Self {
-        FailureSummary { reason: failure.reason_code(), message: failure.to_string() }
+        FailureSummary {
+            reason: failure.reason_code(),
+            message: failure.to_string(),
+        }
     }
 }

@@ -92,8 +92,16 @@ impl Executor {
         signer: Signer,
         lookup: Arc<dyn NameLookup>,
     ) -> Self {
-        let policy = AddressPolicy { allow_loopback: sandbox.allows_loopback() };
-        Executor { http: HttpCaller::new(policy, lookup), sandbox, store, keyring, signer }
+        let policy = AddressPolicy {
+            allow_loopback: sandbox.allows_loopback(),
+        };
+        Executor {
+            http: HttpCaller::new(policy, lookup),
+            sandbox,
+            store,
+            keyring,
+            signer,
+        }
     }
 
     pub fn with_max_response_bytes(mut self, limit: usize) -> Self {
@@ -111,10 +119,19 @@ impl Executor {
             tracing::info!(capability = %call.capability.id, revision = call.capability.revision,
                 reason = failure.reason_code(), attempts, "capability call failed");
         }
-        CallReport { outcome, attempts, timing }
+        CallReport {
+            outcome,
+            attempts,
+            timing,
+        }
     }
 
-    async fn run(&self, call: &Call<'_>, timing: &mut CallTiming, attempts: &mut u32) -> Result<CallResult, CallFailure> {
+    async fn run(
+        &self,
+        call: &Call<'_>,
+        timing: &mut CallTiming,
+        attempts: &mut u32,
+    ) -> Result<CallResult, CallFailure> {
         let capability = call.capability;
         let definition = &capability.definition;
         let started = Instant::now();
@@ -133,34 +150,57 @@ impl Executor {
             return Err(CallFailure::ArgumentsInvalid(violations));
         }
 
-        let credential = vault::open_credential(&self.store, &self.keyring, call.account, &definition.auth.credential_ref)
-            .await
-            .map_err(|err| {
-                tracing::error!(error = %err, "credential could not be opened");
-                CallFailure::CredentialUnavailable
-            })?
-            .ok_or(CallFailure::CredentialUnavailable)?;
-        let url = url::Url::parse(&definition.url).map_err(|_| CallFailure::AddressRefused("the URL is invalid".into()))?;
-        let method = reqwest::Method::from_bytes(definition.method.as_bytes()).map_err(|_| CallFailure::ConnectFailed)?;
+        let credential = vault::open_credential(
+            &self.store,
+            &self.keyring,
+            call.account,
+            &definition.auth.credential_ref,
+        )
+        .await
+        .map_err(|err| {
+            tracing::error!(error = %err, "credential could not be opened");
+            CallFailure::CredentialUnavailable
+        })?
+        .ok_or(CallFailure::CredentialUnavailable)?;
+        let url = url::Url::parse(&definition.url)
+            .map_err(|_| CallFailure::AddressRefused("the URL is invalid".into()))?;
+        let method = reqwest::Method::from_bytes(definition.method.as_bytes())
+            .map_err(|_| CallFailure::ConnectFailed)?;
         let body = serde_json::to_vec(call.arguments).expect("JSON values serialize");
 
         let mut base = HeaderMap::new();
         for (name, value) in &definition.safe_headers {
-            if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
                 base.insert(name, value);
             }
         }
         base.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let (auth_name, auth_text) = match credential.auth_type {
-            AuthType::Bearer => (AUTHORIZATION, Zeroizing::new(format!("Bearer {}", credential.secret.as_str()))),
-            AuthType::Basic => (AUTHORIZATION, Zeroizing::new(format!("Basic {}", credential.secret.as_str()))),
+            AuthType::Bearer => (
+                AUTHORIZATION,
+                Zeroizing::new(format!("Bearer {}", credential.secret.as_str())),
+            ),
+            AuthType::Basic => (
+                AUTHORIZATION,
+                Zeroizing::new(format!("Basic {}", credential.secret.as_str())),
+            ),
             AuthType::ApiKey => (
-                HeaderName::from_bytes(credential.header_name.as_deref().unwrap_or("x-api-key").as_bytes())
-                    .map_err(|_| CallFailure::CredentialUnavailable)?,
+                HeaderName::from_bytes(
+                    credential
+                        .header_name
+                        .as_deref()
+                        .unwrap_or("x-api-key")
+                        .as_bytes(),
+                )
+                .map_err(|_| CallFailure::CredentialUnavailable)?,
                 credential.secret.clone(),
             ),
         };
-        let mut auth_value = HeaderValue::from_str(&auth_text).map_err(|_| CallFailure::CredentialUnavailable)?;
+        let mut auth_value =
+            HeaderValue::from_str(&auth_text).map_err(|_| CallFailure::CredentialUnavailable)?;
         auth_value.set_sensitive(true);
         base.insert(auth_name, auth_value);
 
@@ -174,10 +214,14 @@ impl Executor {
         let raw = loop {
             // Each attempt is signed afresh: new created/expires and nonce.
             let signing_started = Instant::now();
-            let signed = self.signer.sign(method.as_str(), &url, &body, &claims).await.map_err(|err| {
-                tracing::error!(error = %err, "capability context could not be signed");
-                CallFailure::SigningFailed
-            })?;
+            let signed = self
+                .signer
+                .sign(method.as_str(), &url, &body, &claims)
+                .await
+                .map_err(|err| {
+                    tracing::error!(error = %err, "capability context could not be signed");
+                    CallFailure::SigningFailed
+                })?;
             timing.signing += signing_started.elapsed();
             let mut headers = base.clone();
             for (name, value) in signed {
@@ -187,7 +231,13 @@ impl Executor {
             let http_started = Instant::now();
             let exchanged = self
                 .http
-                .exchange(Exchange { method: method.clone(), url: &url, headers, body: body.clone(), timeout: definition.timeout() })
+                .exchange(Exchange {
+                    method: method.clone(),
+                    url: &url,
+                    headers,
+                    body: body.clone(),
+                    timeout: definition.timeout(),
+                })
                 .await;
             timing.http += http_started.elapsed();
             match exchanged {
@@ -204,7 +254,12 @@ impl Executor {
         let started = Instant::now();
         let pruned = self
             .sandbox
-            .prune_output(call.account, schema_key(capability, "output"), definition.output_schema.to_string(), raw.to_string())
+            .prune_output(
+                call.account,
+                schema_key(capability, "output"),
+                definition.output_schema.to_string(),
+                raw.to_string(),
+            )
             .await
             .map_err(sandbox_fault)?
             .map_err(CallFailure::OutputInvalid)?;

@@ -40,7 +40,11 @@ impl HttpCaller {
             .connect_timeout(Duration::from_secs(10))
             .build()
             .expect("the HTTP client configuration is valid");
-        HttpCaller { client, policy, max_response_bytes: MAX_RESPONSE_BYTES }
+        HttpCaller {
+            client,
+            policy,
+            max_response_bytes: MAX_RESPONSE_BYTES,
+        }
     }
 
     pub fn with_max_response_bytes(mut self, limit: usize) -> Self {
@@ -62,13 +66,21 @@ impl HttpCaller {
             url::Host::Domain(_) => None,
         };
         if let Some(ip) = literal {
-            self.policy.check(ip).map_err(|e| CallFailure::AddressRefused(e.to_string()))?;
+            self.policy
+                .check(ip)
+                .map_err(|e| CallFailure::AddressRefused(e.to_string()))?;
         }
         match url.scheme() {
             "https" => Ok(()),
             "http" if self.policy.allow_loopback => {
-                let loopback = literal.map(|ip| ip.is_loopback()).unwrap_or(matches!(host, url::Host::Domain("localhost")));
-                if loopback { Ok(()) } else { refuse("plain http is allowed on loopback only".into()) }
+                let loopback = literal
+                    .map(|ip| ip.is_loopback())
+                    .unwrap_or(matches!(host, url::Host::Domain("localhost")));
+                if loopback {
+                    Ok(())
+                } else {
+                    refuse("plain http is allowed on loopback only".into())
+                }
             }
             other => refuse(format!("the scheme {other:?} is not allowed")),
         }
@@ -91,28 +103,49 @@ impl HttpCaller {
         };
         tokio::time::timeout(timeout, attempt)
             .await
-            .unwrap_or(Err(CallFailure::Timeout { timeout_ms: timeout.as_millis() as u64 }))
+            .unwrap_or(Err(CallFailure::Timeout {
+                timeout_ms: timeout.as_millis() as u64,
+            }))
     }
 
-    async fn read_json(&self, mut response: reqwest::Response) -> Result<serde_json::Value, CallFailure> {
+    async fn read_json(
+        &self,
+        mut response: reqwest::Response,
+    ) -> Result<serde_json::Value, CallFailure> {
         let status = response.status();
         if status.is_redirection() {
-            return Err(CallFailure::RedirectRefused { status: status.as_u16() });
+            return Err(CallFailure::RedirectRefused {
+                status: status.as_u16(),
+            });
         }
         if !status.is_success() {
-            return Err(CallFailure::HttpStatus { status: status.as_u16() });
+            return Err(CallFailure::HttpStatus {
+                status: status.as_u16(),
+            });
         }
         let is_json = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
-            .is_some_and(|ct| ct == "application/json" || (ct.starts_with("application/") && ct.ends_with("+json")));
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
+            .is_some_and(|ct| {
+                ct == "application/json"
+                    || (ct.starts_with("application/") && ct.ends_with("+json"))
+            });
         if !is_json {
             return Err(CallFailure::NotJson);
         }
         let limit = self.max_response_bytes;
-        let declared = response.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let declared = response
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         if declared.is_some_and(|len| len > limit as u64) {
             return Err(CallFailure::ResponseTooLarge { limit });
         }

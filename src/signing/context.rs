@@ -26,9 +26,13 @@ pub struct ContextHeader<'a> {
 /// An end user's pseudonym for one account: HMAC-SHA256 of the user id
 /// under the account's salt. Stable per account, unlinkable across accounts.
 pub fn user_subject(salt: &str, user_id: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(salt.as_bytes()).expect("HMAC takes any key length");
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(salt.as_bytes()).expect("HMAC takes any key length");
     mac.update(user_id.as_bytes());
-    format!("usr_{}", crate::crypto::api_key::hex(&mac.finalize().into_bytes()[..16]))
+    format!(
+        "usr_{}",
+        crate::crypto::api_key::hex(&mac.finalize().into_bytes()[..16])
+    )
 }
 
 #[cfg(test)]

@@ -23,11 +23,19 @@ pub fn content_digest(body: &[u8]) -> String {
 /// nonce, alg, keyid, tag): verifiers that re-serialize parsed parameters
 /// in that order, as some libraries do, rebuild the same base.
 pub fn signature_params(created: i64, expires: i64, nonce: &str, keyid: &str) -> String {
-    format!(r#"{COVERED};created={created};expires={expires};nonce="{nonce}";alg="ed25519";keyid="{keyid}";tag="{TAG}""#)
+    format!(
+        r#"{COVERED};created={created};expires={expires};nonce="{nonce}";alg="ed25519";keyid="{keyid}";tag="{TAG}""#
+    )
 }
 
 /// The signature base (RFC 9421 §2.5) for the covered components.
-pub fn signature_base(method: &str, target_uri: &str, content_digest: &str, capability_context: &str, params: &str) -> String {
+pub fn signature_base(
+    method: &str,
+    target_uri: &str,
+    content_digest: &str,
+    capability_context: &str,
+    params: &str,
+) -> String {
     format!(
         "\"@method\": {method}\n\"@target-uri\": {target_uri}\n\"content-digest\": {content_digest}\n\
          \"capability-context\": {capability_context}\n\"@signature-params\": {params}"
@@ -37,7 +45,10 @@ pub fn signature_base(method: &str, target_uri: &str, content_digest: &str, capa
 /// `Signature-Input` and `Signature` header values.
 pub fn sign(key: &SigningKey, base: &str, params: &str) -> (String, String) {
     let signature = key.sign(base.as_bytes());
-    (format!("{LABEL}={params}"), format!("{LABEL}=:{}:", STANDARD.encode(signature.to_bytes())))
+    (
+        format!("{LABEL}={params}"),
+        format!("{LABEL}=:{}:", STANDARD.encode(signature.to_bytes())),
+    )
 }
 
 #[cfg(test)]
@@ -47,6 +58,9 @@ mod tests {
     #[test]
     fn digest_matches_rfc_9530_example() {
         // RFC 9530 §2's example body.
-        assert_eq!(content_digest(b"{\"hello\": \"world\"}"), "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:");
+        assert_eq!(
+            content_digest(b"{\"hello\": \"world\"}"),
+            "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:"
+        );
     }
 }

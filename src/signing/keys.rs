@@ -23,7 +23,10 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// RFC 7638 thumbprint of the OKP JWK: SHA-256 over the required members in
 /// lexicographic order, base64url.
 pub fn kid_of(public_key: &[u8; 32]) -> String {
-    let canonical = format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#, URL_SAFE_NO_PAD.encode(public_key));
+    let canonical = format!(
+        r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#,
+        URL_SAFE_NO_PAD.encode(public_key)
+    );
     URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
 }
 
@@ -39,17 +42,29 @@ fn associated_data(kid: &str) -> Vec<u8> {
 
 /// Opens the private half of a stored key.
 pub fn open_private(keyring: &Keyring, row: &SigningKeyRow) -> Result<SigningKey, String> {
-    let secret = keyring.open(&row.sealed(), &associated_data(&row.kid)).map_err(|e| e.to_string())?;
-    let bytes: Zeroizing<[u8; 32]> = Zeroizing::new(secret.as_slice().try_into().map_err(|_| "a signing key is not 32 bytes".to_string())?);
+    let secret = keyring
+        .open(&row.sealed(), &associated_data(&row.kid))
+        .map_err(|e| e.to_string())?;
+    let bytes: Zeroizing<[u8; 32]> = Zeroizing::new(
+        secret
+            .as_slice()
+            .try_into()
+            .map_err(|_| "a signing key is not 32 bytes".to_string())?,
+    );
     Ok(SigningKey::from_bytes(&bytes))
 }
 
 /// Re-seals a key's private half under the keyring's current key.
-pub fn reseal_private(keyring: &Keyring, row: &SigningKeyRow) -> Result<Option<crate::crypto::sealed::Sealed>, String> {
+pub fn reseal_private(
+    keyring: &Keyring,
+    row: &SigningKeyRow,
+) -> Result<Option<crate::crypto::sealed::Sealed>, String> {
     if row.master_key_id == keyring.current().id() {
         return Ok(None);
     }
-    let secret = keyring.open(&row.sealed(), &associated_data(&row.kid)).map_err(|e| format!("signing key {}: {e}", row.kid))?;
+    let secret = keyring
+        .open(&row.sealed(), &associated_data(&row.kid))
+        .map_err(|e| format!("signing key {}: {e}", row.kid))?;
     Ok(Some(keyring.seal(&secret, &associated_data(&row.kid))))
 }
 
@@ -64,7 +79,12 @@ pub struct Rotation {
 
 /// Creates a key that signs from `now + activate_in`; the current one retires
 /// then and stays published for `grace` more.
-pub async fn rotate(store: &Store, keyring: &Keyring, activate_in: Duration, grace: Duration) -> Result<Rotation, StoreError> {
+pub async fn rotate(
+    store: &Store,
+    keyring: &Keyring,
+    activate_in: Duration,
+    grace: Duration,
+) -> Result<Rotation, StoreError> {
     let now = now_millis();
     let previous = store.active_signing_key(now).await?;
     let signing = SigningKey::generate(&mut rand::rngs::OsRng);
@@ -74,12 +94,23 @@ pub async fn rotate(store: &Store, keyring: &Keyring, activate_in: Duration, gra
     let activated_at = now + activate_in.as_millis() as i64;
     let grace_millis = grace.as_millis() as i64;
     store
-        .add_signing_key(&NewSigningKey { kid: &kid, public_key: &public, sealed: &sealed, created_at: now, activated_at }, grace_millis)
+        .add_signing_key(
+            &NewSigningKey {
+                kid: &kid,
+                public_key: &public,
+                sealed: &sealed,
+                created_at: now,
+                activated_at,
+            },
+            grace_millis,
+        )
         .await?;
     Ok(Rotation {
         kid,
         activates_at: crate::clock::to_rfc3339(activated_at),
-        previous_published_until: previous.as_ref().map(|_| crate::clock::to_rfc3339(activated_at + grace_millis)),
+        previous_published_until: previous
+            .as_ref()
+            .map(|_| crate::clock::to_rfc3339(activated_at + grace_millis)),
         previous_kid: previous.map(|p| p.kid),
     })
 }
@@ -100,8 +131,13 @@ mod tests {
     #[test]
     fn kid_is_the_rfc_7638_thumbprint() {
         // RFC 8037 appendix A.3: the thumbprint of the example Ed25519 key.
-        let x = URL_SAFE_NO_PAD.decode("11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo").unwrap();
+        let x = URL_SAFE_NO_PAD
+            .decode("11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo")
+            .unwrap();
         let public: [u8; 32] = x.try_into().unwrap();
-        assert_eq!(kid_of(&public), "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k");
+        assert_eq!(
+            kid_of(&public),
+            "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
+        );
     }
 }

@@ -18,8 +18,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::SigningKey;
 use rand::RngCore;
 use reqwest::header::{HeaderName, HeaderValue};
-use std::sync::Arc;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::RwLock;
 
@@ -75,7 +75,12 @@ impl Signer {
     /// Makes sure a key is active (creating the first one) and loads it.
     pub async fn start(store: Store, keyring: Keyring) -> Result<Self, SigningError> {
         keys::ensure_active(&store, &keyring).await?;
-        let signer = Signer { store, keyring, active: Arc::default(), identities: Arc::default() };
+        let signer = Signer {
+            store,
+            keyring,
+            active: Arc::default(),
+            identities: Arc::default(),
+        };
         signer.active_key().await?;
         Ok(signer)
     }
@@ -92,12 +97,20 @@ impl Signer {
         {
             return Ok(key.clone());
         }
-        let row = self.store.active_signing_key(now_millis()).await?.ok_or(SigningError::NoActiveKey)?;
+        let row = self
+            .store
+            .active_signing_key(now_millis())
+            .await?
+            .ok_or(SigningError::NoActiveKey)?;
         let key = match cached {
             Some(key) if key.kid == row.kid => key.key.clone(),
             _ => keys::open_private(&self.keyring, &row).map_err(SigningError::Unreadable)?,
         };
-        let current = Arc::new(ActiveKey { kid: row.kid, key, checked: Instant::now() });
+        let current = Arc::new(ActiveKey {
+            kid: row.kid,
+            key,
+            checked: Instant::now(),
+        });
         *self.active.write().await = Some(current.clone());
         Ok(current)
     }
@@ -147,13 +160,27 @@ impl Signer {
         let mut nonce = [0u8; 16];
         rand::rngs::OsRng.fill_bytes(&mut nonce);
         let digest = http_signature::content_digest(body);
-        let params = http_signature::signature_params(created, expires, &URL_SAFE_NO_PAD.encode(nonce), &key.kid);
-        let base = http_signature::signature_base(&method.to_ascii_uppercase(), url.as_str(), &digest, &context, &params);
+        let params = http_signature::signature_params(
+            created,
+            expires,
+            &URL_SAFE_NO_PAD.encode(nonce),
+            &key.kid,
+        );
+        let base = http_signature::signature_base(
+            &method.to_ascii_uppercase(),
+            url.as_str(),
+            &digest,
+            &context,
+            &params,
+        );
         let (input, signature) = http_signature::sign(&key.key, &base, &params);
         let header = |v: String| HeaderValue::from_str(&v).map_err(|_| SigningError::NoOrigin);
         Ok(vec![
             (HeaderName::from_static("content-digest"), header(digest)?),
-            (HeaderName::from_static("capability-context"), header(context)?),
+            (
+                HeaderName::from_static("capability-context"),
+                header(context)?,
+            ),
             (HeaderName::from_static("signature-input"), header(input)?),
             (HeaderName::from_static("signature"), header(signature)?),
         ])

@@ -96,11 +96,19 @@ impl Store {
                 .await
                 .map(|r| r.rows_affected())
         })?;
-        if result == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        if result == 0 {
+            Err(StoreError::NotFound)
+        } else {
+            Ok(())
+        }
     }
 
     /// Resolves the account of a presented key's hash, for this environment.
-    pub async fn authenticate(&self, key_hash: &str, environment: &str) -> StoreResult<Result<AccountId, KeyRefusal>> {
+    pub async fn authenticate(
+        &self,
+        key_hash: &str,
+        environment: &str,
+    ) -> StoreResult<Result<AccountId, KeyRefusal>> {
         let row: Option<KeyRow> = on_pool!(self, pool => {
             sqlx::query_as("SELECT account_id, environment, revoked_at FROM api_keys WHERE key_hash = $1")
                 .bind(key_hash)

@@ -45,7 +45,8 @@ pub enum GuardedWriteError {
     NameTaken,
 }
 
-const COLUMNS: &str = "id, name, domain, lifecycle_status, revision, definition, created_at, updated_at";
+const COLUMNS: &str =
+    "id, name, domain, lifecycle_status, revision, definition, created_at, updated_at";
 
 /// The outcome of a guarded write: the row as written, or why not.
 pub type Guarded = Result<CapabilityRow, GuardedWriteError>;
@@ -105,19 +106,29 @@ impl Store {
         })?;
         Ok(rows
             .into_iter()
-            .filter(|(id, name)| except.is_none_or(|e| e.as_str() != id) && names.contains(&name.as_str()))
+            .filter(|(id, name)| {
+                except.is_none_or(|e| e.as_str() != id) && names.contains(&name.as_str())
+            })
             .map(|(_, name)| name)
             .collect())
     }
 
     pub async fn list_capabilities(&self, account: &AccountId) -> StoreResult<Vec<CapabilityRow>> {
-        let sql = format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 ORDER BY created_at, id");
+        let sql = format!(
+            "SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 ORDER BY created_at, id"
+        );
         Ok(on_pool!(self, pool => sqlx::query_as(&sql).bind(account.0).fetch_all(pool).await)?)
     }
 
-    pub async fn get_capability(&self, account: &AccountId, id: &CapabilityId) -> StoreResult<Option<CapabilityRow>> {
+    pub async fn get_capability(
+        &self,
+        account: &AccountId,
+        id: &CapabilityId,
+    ) -> StoreResult<Option<CapabilityRow>> {
         let sql = format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
-        Ok(on_pool!(self, pool => sqlx::query_as(&sql).bind(account.0).bind(id.as_str()).fetch_optional(pool).await)?)
+        Ok(
+            on_pool!(self, pool => sqlx::query_as(&sql).bind(account.0).bind(id.as_str()).fetch_optional(pool).await)?,
+        )
     }
 
     /// The revision history, oldest first (the caller checked ownership).
@@ -149,7 +160,8 @@ impl Store {
             "UPDATE capabilities SET name = $4, domain = $5, definition = $6, revision = revision + 1, updated_at = $7 \
              WHERE account_id = $1 AND id = $2 AND revision = $3 RETURNING {COLUMNS}"
         );
-        let select = format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
+        let select =
+            format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let updated: Option<CapabilityRow> = match sqlx::query_as(&update)
@@ -189,7 +201,8 @@ impl Store {
             "UPDATE capabilities SET lifecycle_status = $4, revision = revision + 1, updated_at = $5 \
              WHERE account_id = $1 AND id = $2 AND revision = $3 AND lifecycle_status <> $4 RETURNING {COLUMNS}"
         );
-        let select = format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
+        let select =
+            format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
         let change = match target {
             LifecycleStatus::Active => "enabled",
             LifecycleStatus::Disabled => "disabled",

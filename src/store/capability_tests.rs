@@ -17,7 +17,11 @@ pub struct TestRecord {
 }
 
 impl Store {
-    pub async fn insert_test_record(&self, account: &AccountId, record: &TestRecord) -> StoreResult<()> {
+    pub async fn insert_test_record(
+        &self,
+        account: &AccountId,
+        record: &TestRecord,
+    ) -> StoreResult<()> {
         on_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO capability_tests (id, account_id, capability_id, revision, status, reason, http_status, \
@@ -41,7 +45,11 @@ impl Store {
     }
 
     /// The account's test records of one capability, newest first.
-    pub async fn list_test_records(&self, account: &AccountId, capability_id: &str) -> StoreResult<Vec<TestRecord>> {
+    pub async fn list_test_records(
+        &self,
+        account: &AccountId,
+        capability_id: &str,
+    ) -> StoreResult<Vec<TestRecord>> {
         Ok(on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT id, capability_id, revision, status, reason, http_status, attempts, duration_ms, created_at \

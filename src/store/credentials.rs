@@ -38,7 +38,8 @@ pub struct ResealCounts {
     pub already_current: u64,
 }
 
-const COLUMNS: &str = "account_id, credential_ref, auth_type, header_name, status, master_key_id, nonce, ciphertext";
+const COLUMNS: &str =
+    "account_id, credential_ref, auth_type, header_name, status, master_key_id, nonce, ciphertext";
 
 impl Store {
     /// Stores or rotates a credential (a revoked one is configured again).
@@ -78,7 +79,11 @@ impl Store {
 
     /// Revokes a credential and erases its sealed secret. Returns false when
     /// the account has no credential of that reference.
-    pub async fn revoke_credential(&self, account: &AccountId, credential_ref: &str) -> StoreResult<bool> {
+    pub async fn revoke_credential(
+        &self,
+        account: &AccountId,
+        credential_ref: &str,
+    ) -> StoreResult<bool> {
         let affected = on_pool!(self, pool => {
             sqlx::query(
                 "UPDATE capability_credentials SET status = $3, master_key_id = NULL, nonce = NULL, ciphertext = NULL, \
@@ -95,8 +100,14 @@ impl Store {
         Ok(affected > 0)
     }
 
-    pub async fn get_credential(&self, account: &AccountId, credential_ref: &str) -> StoreResult<Option<CredentialRow>> {
-        let sql = format!("SELECT {COLUMNS} FROM capability_credentials WHERE account_id = $1 AND credential_ref = $2");
+    pub async fn get_credential(
+        &self,
+        account: &AccountId,
+        credential_ref: &str,
+    ) -> StoreResult<Option<CredentialRow>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM capability_credentials WHERE account_id = $1 AND credential_ref = $2"
+        );
         Ok(on_pool!(self, pool => {
             sqlx::query_as(&sql).bind(account.0).bind(credential_ref).fetch_optional(pool).await
         })?)
@@ -105,12 +116,17 @@ impl Store {
     /// Re-seals every stored secret — credentials and signing keys — in one
     /// transaction: each closure returns the new sealed value, `None` when it
     /// is already current, or an error that aborts everything.
-    pub async fn reseal_secrets<F, G>(&self, mut credential: F, mut signing_key: G) -> StoreResult<ResealCounts>
+    pub async fn reseal_secrets<F, G>(
+        &self,
+        mut credential: F,
+        mut signing_key: G,
+    ) -> StoreResult<ResealCounts>
     where
         F: FnMut(&CredentialRow) -> Result<Option<Sealed>, String>,
         G: FnMut(&SigningKeyRow) -> Result<Option<Sealed>, String>,
     {
-        let credentials = format!("SELECT {COLUMNS} FROM capability_credentials WHERE ciphertext IS NOT NULL");
+        let credentials =
+            format!("SELECT {COLUMNS} FROM capability_credentials WHERE ciphertext IS NOT NULL");
         let keys = "SELECT kid, public_key, master_key_id, nonce, ciphertext, activated_at, retired_at, published_until \
                     FROM signing_keys";
         let begin = self.write_transaction_statement();

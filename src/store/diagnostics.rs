@@ -7,19 +7,29 @@ use crate::store::accounts::AccountId;
 
 impl Store {
     /// The explicit setting, if the account ever stored one.
-    pub async fn get_diagnostic_mode(&self, account: &AccountId) -> StoreResult<Option<DiagnosticMode>> {
+    pub async fn get_diagnostic_mode(
+        &self,
+        account: &AccountId,
+    ) -> StoreResult<Option<DiagnosticMode>> {
         let mode: Option<String> = on_pool!(self, pool => {
             sqlx::query_scalar("SELECT mode FROM diagnostic_settings WHERE account_id = $1")
                 .bind(account.0)
                 .fetch_optional(pool)
                 .await
         })?;
-        mode.map(|m| DiagnosticMode::parse(&m).ok_or_else(|| StoreError::Corrupt(format!("diagnostic mode {m:?}"))))
-            .transpose()
+        mode.map(|m| {
+            DiagnosticMode::parse(&m)
+                .ok_or_else(|| StoreError::Corrupt(format!("diagnostic mode {m:?}")))
+        })
+        .transpose()
     }
 
     /// Stores the mode; returns true when this created the setting.
-    pub async fn put_diagnostic_mode(&self, account: &AccountId, mode: DiagnosticMode) -> StoreResult<bool> {
+    pub async fn put_diagnostic_mode(
+        &self,
+        account: &AccountId,
+        mode: DiagnosticMode,
+    ) -> StoreResult<bool> {
         let writes: i64 = on_pool!(self, pool => {
             sqlx::query_scalar(
                 "INSERT INTO diagnostic_settings (account_id, mode, writes, updated_at) VALUES ($1, $2, 1, $3) \

@@ -22,11 +22,14 @@ pub struct GapCursor {
     pub id: String,
 }
 
-const COLUMNS: &str = "id, kind, reason_code, conversation_id, capability, message_text, occurred_at";
+const COLUMNS: &str =
+    "id, kind, reason_code, conversation_id, capability, message_text, occurred_at";
 
 impl Store {
     pub async fn record_gap_event(&self, account: &AccountId, event: &GapEvent) -> StoreResult<()> {
-        let sql = format!("INSERT INTO gap_events (account_id, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+        let sql = format!(
+            "INSERT INTO gap_events (account_id, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        );
         on_pool!(self, pool => {
             sqlx::query(&sql)
                 .bind(account.0)
@@ -45,7 +48,12 @@ impl Store {
     }
 
     /// Up to `limit` events older than `before` (or the newest), newest first.
-    pub async fn list_gap_events(&self, account: &AccountId, limit: i64, before: Option<&GapCursor>) -> StoreResult<Vec<GapEvent>> {
+    pub async fn list_gap_events(
+        &self,
+        account: &AccountId,
+        limit: i64,
+        before: Option<&GapCursor>,
+    ) -> StoreResult<Vec<GapEvent>> {
         let (at, id) = match before {
             Some(c) => (c.occurred_at, c.id.as_str()),
             None => (i64::MAX, ""),

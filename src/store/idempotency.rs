@@ -32,7 +32,12 @@ pub const STATE_IN_FLIGHT: &str = "in_flight";
 pub const STATE_DONE: &str = "done";
 
 impl Store {
-    pub async fn claim_idempotency_key(&self, account: &AccountId, key: &str, request_hash: &str) -> StoreResult<Claim> {
+    pub async fn claim_idempotency_key(
+        &self,
+        account: &AccountId,
+        key: &str,
+        request_hash: &str,
+    ) -> StoreResult<Claim> {
         let now = now_millis();
         let inserted = on_pool!(self, pool => {
             // Expired records and claims abandoned by a crashed server give way.
@@ -76,9 +81,10 @@ impl Store {
         })?;
         Ok(match row {
             Some((hash, _, _, _)) if hash != request_hash => Claim::KeyReused,
-            Some((_, state, Some(status), Some(body))) if state == STATE_DONE => {
-                Claim::Replay { status: u16::try_from(status).unwrap_or(500), body }
-            }
+            Some((_, state, Some(status), Some(body))) if state == STATE_DONE => Claim::Replay {
+                status: u16::try_from(status).unwrap_or(500),
+                body,
+            },
             // In flight, or released between our insert and select: either way busy.
             _ => Claim::InFlight,
         })

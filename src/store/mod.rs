@@ -10,7 +10,9 @@
 //! - timestamps are Unix milliseconds (`BIGINT`), booleans are avoided.
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -92,8 +94,11 @@ impl DatabaseKind {
         if url.contains(":memory:") || url.contains("mode=memory") {
             return Ok(DatabaseKind::SqliteMemory);
         }
-        let options = SqliteConnectOptions::from_str(url).map_err(|_| StoreError::UnsupportedUrl(url.to_owned()))?;
-        Ok(DatabaseKind::SqliteFile(options.get_filename().to_path_buf()))
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|_| StoreError::UnsupportedUrl(url.to_owned()))?;
+        Ok(DatabaseKind::SqliteFile(
+            options.get_filename().to_path_buf(),
+        ))
     }
 }
 
@@ -117,7 +122,11 @@ impl Store {
                     .busy_timeout(SQLITE_BUSY_TIMEOUT)
                     .foreign_keys(true);
                 // Each in-memory connection would be its own database.
-                let max = if kind == DatabaseKind::SqliteMemory { 1 } else { 8 };
+                let max = if kind == DatabaseKind::SqliteMemory {
+                    1
+                } else {
+                    8
+                };
                 Store::Sqlite(
                     SqlitePoolOptions::new()
                         .max_connections(max)

@@ -22,14 +22,23 @@ impl Store {
                 .await
         })?;
         row.map(|(json, revision, updated_at)| {
-            let policy = serde_json::from_str(&json).map_err(|e| StoreError::Corrupt(format!("agent policy: {e}")))?;
-            Ok(StoredPolicy { policy, revision, updated_at })
+            let policy = serde_json::from_str(&json)
+                .map_err(|e| StoreError::Corrupt(format!("agent policy: {e}")))?;
+            Ok(StoredPolicy {
+                policy,
+                revision,
+                updated_at,
+            })
         })
         .transpose()
     }
 
     /// Creates or fully replaces the policy in one atomic statement.
-    pub async fn put_policy(&self, account: &AccountId, policy: &AgentPolicy) -> StoreResult<StoredPolicy> {
+    pub async fn put_policy(
+        &self,
+        account: &AccountId,
+        policy: &AgentPolicy,
+    ) -> StoreResult<StoredPolicy> {
         let json = serde_json::to_string(policy).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let now = now_millis();
         let revision: i64 = on_pool!(self, pool => {
@@ -45,7 +54,11 @@ impl Store {
             .fetch_one(pool)
             .await
         })?;
-        Ok(StoredPolicy { policy: policy.clone(), revision, updated_at: now })
+        Ok(StoredPolicy {
+            policy: policy.clone(),
+            revision,
+            updated_at: now,
+        })
     }
 
     /// Returns whether a policy existed.

@@ -19,7 +19,11 @@ pub struct SigningKeyRow {
 
 impl SigningKeyRow {
     pub fn sealed(&self) -> Sealed {
-        Sealed { key_id: self.master_key_id.clone(), nonce: self.nonce.clone(), ciphertext: self.ciphertext.clone() }
+        Sealed {
+            key_id: self.master_key_id.clone(),
+            nonce: self.nonce.clone(),
+            ciphertext: self.ciphertext.clone(),
+        }
     }
 }
 
@@ -32,12 +36,17 @@ pub struct NewSigningKey<'a> {
     pub activated_at: i64,
 }
 
-const COLUMNS: &str = "kid, public_key, master_key_id, nonce, ciphertext, activated_at, retired_at, published_until";
+const COLUMNS: &str =
+    "kid, public_key, master_key_id, nonce, ciphertext, activated_at, retired_at, published_until";
 
 impl Store {
     /// Adds a key; every other unretired key retires when it activates and
     /// stays published for `grace_millis` after that. One transaction.
-    pub async fn add_signing_key(&self, key: &NewSigningKey<'_>, grace_millis: i64) -> StoreResult<()> {
+    pub async fn add_signing_key(
+        &self,
+        key: &NewSigningKey<'_>,
+        grace_millis: i64,
+    ) -> StoreResult<()> {
         let begin = self.write_transaction_statement();
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;

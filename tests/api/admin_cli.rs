@@ -20,7 +20,12 @@ async fn run(db: &TestDb, args: &[&str]) -> Output {
 
 fn json_line(out: &Output) -> Value {
     assert!(out.success, "command failed: {}", out.stderr);
-    assert_eq!(out.stdout.lines().count(), 1, "one JSON object per command: {:?}", out.stdout);
+    assert_eq!(
+        out.stdout.lines().count(),
+        1,
+        "one JSON object per command: {:?}",
+        out.stdout
+    );
     serde_json::from_str(&out.stdout).unwrap()
 }
 
@@ -75,11 +80,22 @@ async fn help_explains_commands_and_environment() {
     let db = TestDb::new(Backend::Sqlite).await;
     let top = run(&db, &["--help"]).await;
     assert!(top.success);
-    for word in ["serve", "admin", "WARDEN_DATABASE_URL", "WARDEN_ENVIRONMENT", "WARDEN_LOG"] {
+    for word in [
+        "serve",
+        "admin",
+        "WARDEN_DATABASE_URL",
+        "WARDEN_ENVIRONMENT",
+        "WARDEN_LOG",
+    ] {
         assert!(top.stdout.contains(word), "--help lacks {word}");
     }
     let serve = run(&db, &["serve", "--help"]).await;
-    for word in ["WARDEN_LISTEN", "WARDEN_MASTER_KEY", "WARDEN_MASTER_KEY_FILE", "WARDEN_LOG_FORMAT"] {
+    for word in [
+        "WARDEN_LISTEN",
+        "WARDEN_MASTER_KEY",
+        "WARDEN_MASTER_KEY_FILE",
+        "WARDEN_LOG_FORMAT",
+    ] {
         assert!(serve.stdout.contains(word), "serve --help lacks {word}");
     }
 }
@@ -97,7 +113,10 @@ async fn sqlite_without_a_master_key_creates_a_private_key_file() {
     use std::os::unix::fs::PermissionsExt;
     let db = TestDb::new(Backend::Sqlite).await;
     let mut command = warden_command(&db);
-    command.args(["serve", "--listen", "127.0.0.1:0"]).stderr(std::process::Stdio::piped()).kill_on_drop(true);
+    command
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
     let mut child = command.spawn().unwrap();
     let key_file = db.dir().join("warden.db.key");
     for _ in 0..200 {
@@ -107,7 +126,10 @@ async fn sqlite_without_a_master_key_creates_a_private_key_file() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     child.kill().await.unwrap();
-    let mode = std::fs::metadata(&key_file).expect("key file created").permissions().mode();
+    let mode = std::fs::metadata(&key_file)
+        .expect("key file created")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
 

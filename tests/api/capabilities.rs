@@ -4,8 +4,18 @@ use crate::fixtures::*;
 use crate::helpers::*;
 use serde_json::{Value, json};
 
-async fn send(app: &TestApp, method: &str, path: &str, key: &str, if_match: Option<&str>, body: Option<Value>) -> (u16, Value) {
-    let mut request = app.client.request(method.parse().unwrap(), app.url(path)).bearer_auth(key);
+async fn send(
+    app: &TestApp,
+    method: &str,
+    path: &str,
+    key: &str,
+    if_match: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = app
+        .client
+        .request(method.parse().unwrap(), app.url(path))
+        .bearer_auth(key);
     if let Some(rev) = if_match {
         request = request.header("if-match", rev);
     }

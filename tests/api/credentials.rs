@@ -6,12 +6,29 @@ use warden::vault;
 
 async fn put(app: &TestApp, key: &str, reference: &str, body: &Value) -> (u16, Value) {
     let url = app.url(&format!("/v1/capability-credentials/{reference}"));
-    status_and_json(app.client.put(url).bearer_auth(key).json(body).send().await.unwrap()).await
+    status_and_json(
+        app.client
+            .put(url)
+            .bearer_auth(key)
+            .json(body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
 }
 
 async fn delete(app: &TestApp, key: &str, reference: &str) -> (u16, Value) {
     let url = app.url(&format!("/v1/capability-credentials/{reference}"));
-    status_and_json(app.client.delete(url).bearer_auth(key).send().await.unwrap()).await
+    status_and_json(
+        app.client
+            .delete(url)
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
 }
 
 const SECRET_1: &str = "sk-live-FIRSTsecretVALUE-0123456789";

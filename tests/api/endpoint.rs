@@ -15,7 +15,8 @@ pub struct Received {
     pub body: Bytes,
 }
 
-type Behavior = Arc<dyn Fn(Received) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>> + Send + Sync>;
+type Behavior =
+    Arc<dyn Fn(Received) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>> + Send + Sync>;
 
 pub struct FakeEndpoint {
     pub base: String,
@@ -31,15 +32,22 @@ impl FakeEndpoint {
         let behavior: Behavior = Arc::new(move |r| Box::pin(behavior(r)));
         let received = Arc::new(Mutex::new(Vec::new()));
         let log = received.clone();
-        let app = axum::Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-            let behavior = behavior.clone();
-            let log = log.clone();
-            async move {
-                let request = Received { method, uri, headers, body };
-                log.lock().unwrap().push(request.clone());
-                behavior(request).await
-            }
-        });
+        let app = axum::Router::new().fallback(
+            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let behavior = behavior.clone();
+                let log = log.clone();
+                async move {
+                    let request = Received {
+                        method,
+                        uri,
+                        headers,
+                        body,
+                    };
+                    log.lock().unwrap().push(request.clone());
+                    behavior(request).await
+                }
+            },
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -60,7 +68,12 @@ impl FakeEndpoint {
     }
 
     pub fn last(&self) -> Received {
-        self.received.lock().unwrap().last().cloned().expect("the endpoint was called")
+        self.received
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("the endpoint was called")
     }
 }
 

@@ -11,7 +11,12 @@ use std::time::Duration;
 const ENDPOINT_SECRET: &str = "endpoint-token-123";
 
 /// Publishes the fixture capability pointed at `url`, with `edit` applied.
-async fn capability_at(app: &TestApp, key: &str, url: &str, edit: impl FnOnce(&mut Value)) -> String {
+async fn capability_at(
+    app: &TestApp,
+    key: &str,
+    url: &str,
+    edit: impl FnOnce(&mut Value),
+) -> String {
     let mut definition = valid_definition(&format!("c{}", uuid::Uuid::new_v4().simple()));
     definition["url"] = json!(url);
     edit(&mut definition);
@@ -21,8 +26,14 @@ async fn capability_at(app: &TestApp, key: &str, url: &str, edit: impl FnOnce(&m
 }
 
 async fn run_test(app: &TestApp, key: &str, id: &str, arguments: Value) -> (u16, Value) {
-    let response = app.client.post(app.url(&format!("/v1/capabilities/{id}/test"))).bearer_auth(key)
-        .json(&json!({"arguments": arguments})).send().await.unwrap();
+    let response = app
+        .client
+        .post(app.url(&format!("/v1/capabilities/{id}/test")))
+        .bearer_auth(key)
+        .json(&json!({"arguments": arguments}))
+        .send()
+        .await
+        .unwrap();
     status_and_json(response).await
 }
 

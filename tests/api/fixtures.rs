@@ -58,7 +58,12 @@ pub fn new_key() -> String {
     format!("idem-{}", uuid::Uuid::new_v4().simple())
 }
 
-pub async fn import(app: &TestApp, key: &str, idempotency_key: &str, definitions: Vec<Value>) -> reqwest::Response {
+pub async fn import(
+    app: &TestApp,
+    key: &str,
+    idempotency_key: &str,
+    definitions: Vec<Value>,
+) -> reqwest::Response {
     app.client
         .post(app.url("/v1/capabilities/import"))
         .bearer_auth(key)
@@ -88,6 +93,11 @@ pub fn violation_pairs(body: &Value) -> Vec<(String, String)> {
         .as_array()
         .unwrap_or_else(|| panic!("no violations in {body}"))
         .iter()
-        .map(|v| (v["pointer"].as_str().unwrap().to_owned(), v["rule"].as_str().unwrap().to_owned()))
+        .map(|v| {
+            (
+                v["pointer"].as_str().unwrap().to_owned(),
+                v["rule"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect()
 }

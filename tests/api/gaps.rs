@@ -9,7 +9,11 @@ async fn seed(app: &TestApp, account: &str, events: &[(&str, i64, &str)]) {
     for (id, at, text) in events {
         let event = GapEvent {
             id: (*id).into(),
-            kind: if id.ends_with('d') { "agent_dead_end".into() } else { "coverage_gap".into() },
+            kind: if id.ends_with('d') {
+                "agent_dead_end".into()
+            } else {
+                "coverage_gap".into()
+            },
             reason_code: "no_capability".into(),
             conversation_id: Some("conv_1".into()),
             capability: None,
@@ -21,12 +25,26 @@ async fn seed(app: &TestApp, account: &str, events: &[(&str, i64, &str)]) {
 }
 
 async fn get(app: &TestApp, key: &str, query: &str) -> (u16, Value) {
-    status_and_json(app.client.get(app.url(&format!("/v1/diagnostics/capability-gaps{query}"))).bearer_auth(key).send().await.unwrap()).await
+    status_and_json(
+        app.client
+            .get(app.url(&format!("/v1/diagnostics/capability-gaps{query}")))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
 }
 
 async fn set_mode(app: &TestApp, key: &str, mode: &str) {
-    let r = app.client.put(app.url("/v1/diagnostics/settings")).bearer_auth(key)
-        .json(&json!({"diagnostic_message_mode": mode})).send().await.unwrap();
+    let r = app
+        .client
+        .put(app.url("/v1/diagnostics/settings"))
+        .bearer_auth(key)
+        .json(&json!({"diagnostic_message_mode": mode}))
+        .send()
+        .await
+        .unwrap();
     assert!(r.status().is_success());
 }
 

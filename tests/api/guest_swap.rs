@@ -15,37 +15,88 @@ fn guest(dir: &str, artifact: &str) -> PathBuf {
 async fn the_example_guest_swapped_in_by_configuration_changes_the_rules() {
     let db = TestDb::new(Backend::Sqlite).await;
     let path = guest("examples/guests/prefixed-names", "prefixed_names_guest");
-    assert!(warden_command(&db).args(["admin", "account", "create", "acme"]).output().await.unwrap().status.success());
-    let out = warden_command(&db).args(["admin", "key", "issue", "acme"]).output().await.unwrap();
-    let key = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["api_key"].as_str().unwrap().to_owned();
-    let server = ServerProcess::start(&db, &[("WARDEN_POLICY_GUEST", path.to_str().unwrap())]).await;
+    assert!(
+        warden_command(&db)
+            .args(["admin", "account", "create", "acme"])
+            .output()
+            .await
+            .unwrap()
+            .status
+            .success()
+    );
+    let out = warden_command(&db)
+        .args(["admin", "key", "issue", "acme"])
+        .output()
+        .await
+        .unwrap();
+    let key = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let server =
+        ServerProcess::start(&db, &[("WARDEN_POLICY_GUEST", path.to_str().unwrap())]).await;
     let client = reqwest::Client::new();
-    let put = client.put(format!("{}/v1/capability-credentials/{CREDENTIAL}", server.address)).bearer_auth(&key)
-        .json(&json!({"auth_type": "bearer", "secret": "endpoint-token-123"})).send().await.unwrap();
+    let put = client
+        .put(format!(
+            "{}/v1/capability-credentials/{CREDENTIAL}",
+            server.address
+        ))
+        .bearer_auth(&key)
+        .json(&json!({"auth_type": "bearer", "secret": "endpoint-token-123"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(put.status(), 201);
     let import = |name: &str, idem: &str| {
-        client.post(format!("{}/v1/capabilities/import", server.address)).bearer_auth(&key).header("idempotency-key", idem)
-            .json(&json!({"domain": "orders", "capabilities": [valid_definition(name)]})).send()
+        client
+            .post(format!("{}/v1/capabilities/import", server.address))
+            .bearer_auth(&key)
+            .header("idempotency-key", idem)
+            .json(&json!({"domain": "orders", "capabilities": [valid_definition(name)]}))
+            .send()
     };
     let (status, body) = status_and_json(import("order_status", "k1").await.unwrap()).await;
     assert_eq!(status, 400, "{body}");
-    assert_eq!(violation_pairs(&body), vec![("/capabilities/0/name".to_owned(), "name-prefix-required".to_owned())]);
-    assert_eq!(import("acme_order_status", "k2").await.unwrap().status(), 201);
+    assert_eq!(
+        violation_pairs(&body),
+        vec![(
+            "/capabilities/0/name".to_owned(),
+            "name-prefix-required".to_owned()
+        )]
+    );
+    assert_eq!(
+        import("acme_order_status", "k2").await.unwrap().status(),
+        201
+    );
     let logs = server.logs.lock().unwrap().join("\n");
-    assert!(logs.contains("prefixed_names_guest.wasm"), "the log names the guest in use");
+    assert!(
+        logs.contains("prefixed_names_guest.wasm"),
+        "the log names the guest in use"
+    );
 }
 
 #[tokio::test]
 async fn a_guest_of_another_world_is_refused_at_start_naming_what_is_missing() {
     let db = TestDb::new(Backend::Sqlite).await;
     let path = guest("host/tests/guests", "hostile_wrong_world");
-    let out = warden_command(&db).arg("serve").env("WARDEN_LISTEN", "127.0.0.1:0").env("WARDEN_MASTER_KEY", MASTER_KEY)
-        .env("WARDEN_POLICY_GUEST", &path).output().await.unwrap();
+    let out = warden_command(&db)
+        .arg("serve")
+        .env("WARDEN_LISTEN", "127.0.0.1:0")
+        .env("WARDEN_MASTER_KEY", MASTER_KEY)
+        .env("WARDEN_POLICY_GUEST", &path)
+        .output()
+        .await
+        .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("warden:policy/validator"), "{stderr}");
 
-    let report = warden_command(&db).args(["admin", "guest", "check"]).arg(&path).output().await.unwrap();
+    let report = warden_command(&db)
+        .args(["admin", "guest", "check"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
     assert!(!report.status.success());
     let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
     assert_eq!(report["satisfies_world"], false);

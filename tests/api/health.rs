@@ -27,7 +27,8 @@ both_backends! {
 async fn health_is_503_with_an_error_body_when_the_database_is_gone() {
     let mut app = TestApp::spawn(Backend::Postgres).await;
     app.db.drop_postgres_now().await;
-    let (status, body) = status_and_json(app.client.get(app.url("/health")).send().await.unwrap()).await;
+    let (status, body) =
+        status_and_json(app.client.get(app.url("/health")).send().await.unwrap()).await;
     assert_eq!(status, 503);
     assert_flat_error(&body, "SERVICE_UNAVAILABLE");
 }

@@ -6,7 +6,9 @@ use sqlx::{Connection, Executor, PgConnection};
 use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::oneshot;
-use warden::cli::{AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, ServeArgs};
+use warden::cli::{
+    AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, ServeArgs,
+};
 use warden::startup::Application;
 use warden::store::Store;
 
@@ -37,7 +39,8 @@ macro_rules! both_backends {
 pub(crate) use both_backends;
 
 fn postgres_admin_url() -> String {
-    std::env::var("WARDEN_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    std::env::var("WARDEN_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
 /// A fresh, empty database: a temporary SQLite file, or a PostgreSQL
@@ -54,17 +57,27 @@ impl TestDb {
         match backend {
             Backend::Sqlite => {
                 let url = format!("sqlite://{}", dir.path().join("warden.db").display());
-                TestDb { url, dir, pg_name: None }
+                TestDb {
+                    url,
+                    dir,
+                    pg_name: None,
+                }
             }
             Backend::Postgres => {
                 let name = format!("warden_test_{}", uuid::Uuid::new_v4().simple());
                 let admin = postgres_admin_url();
-                let mut conn = PgConnection::connect(&admin)
+                let mut conn = PgConnection::connect(&admin).await.expect(
+                    "PostgreSQL must be running on 127.0.0.1:5432 (WARDEN_TEST_POSTGRES_URL)",
+                );
+                conn.execute(format!("CREATE DATABASE \"{name}\"").as_str())
                     .await
-                    .expect("PostgreSQL must be running on 127.0.0.1:5432 (WARDEN_TEST_POSTGRES_URL)");
-                conn.execute(format!("CREATE DATABASE \"{name}\"").as_str()).await.unwrap();
+                    .unwrap();
                 let base = admin.rsplit_once('/').unwrap().0;
-                TestDb { url: format!("{base}/{name}"), dir, pg_name: Some(name) }
+                TestDb {
+                    url: format!("{base}/{name}"),
+                    dir,
+                    pg_name: Some(name),
+                }
             }
         }
     }
@@ -101,11 +114,15 @@ impl TestDb {
                 .unwrap();
                 let hex: String = needle.bytes().map(|b| format!("{b:02x}")).collect();
                 for (table,) in tables {
-                    let rows: Vec<(String,)> = sqlx::query_as(&format!("SELECT row_to_json(t)::text FROM \"{table}\" t"))
-                        .fetch_all(&mut conn)
-                        .await
-                        .unwrap();
-                    if rows.iter().any(|(r,)| r.contains(needle) || r.contains(&hex)) {
+                    let rows: Vec<(String,)> =
+                        sqlx::query_as(&format!("SELECT row_to_json(t)::text FROM \"{table}\" t"))
+                            .fetch_all(&mut conn)
+                            .await
+                            .unwrap();
+                    if rows
+                        .iter()
+                        .any(|(r,)| r.contains(needle) || r.contains(&hex))
+                    {
                         return true;
                     }
                 }
@@ -121,8 +138,14 @@ impl TestDb {
         let hex: String = needle.iter().map(|b| format!("{b:02x}")).collect();
         let b64 = base64::engine::general_purpose::STANDARD.encode(needle);
         let b64url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(needle);
-        let raw = self.pg_name.is_none() && self.sqlite_bytes().windows(needle.len()).any(|w| w == needle);
-        raw || self.contains(&hex).await || self.contains(&b64).await || self.contains(&b64url).await
+        let raw = self.pg_name.is_none()
+            && self
+                .sqlite_bytes()
+                .windows(needle.len())
+                .any(|w| w == needle);
+        raw || self.contains(&hex).await
+            || self.contains(&b64).await
+            || self.contains(&b64url).await
     }
 
     pub fn dir(&self) -> &std::path::Path {
@@ -130,7 +153,10 @@ impl TestDb {
     }
 
     pub fn database_args(&self) -> DatabaseArgs {
-        DatabaseArgs { database_url: self.url.clone(), environment: ENVIRONMENT.into() }
+        DatabaseArgs {
+            database_url: self.url.clone(),
+            environment: ENVIRONMENT.into(),
+        }
     }
 
     /// Drops the PostgreSQL database now, closing every connection to it.
@@ -143,7 +169,9 @@ impl TestDb {
 
 async fn drop_postgres(name: &str) {
     if let Ok(mut conn) = PgConnection::connect(&postgres_admin_url()).await {
-        let _ = conn.execute(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)").as_str()).await;
+        let _ = conn
+            .execute(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)").as_str())
+            .await;
     }
 }
 
@@ -206,8 +234,13 @@ impl TestApp {
                 dev_allow_loopback,
             },
         };
-        let keys = MasterKeyArgs { master_key: Some(MASTER_KEY.into()), ..Default::default() };
-        let app = Application::build(&db.database_args(), &keys, &serve).await.expect("application builds");
+        let keys = MasterKeyArgs {
+            master_key: Some(MASTER_KEY.into()),
+            ..Default::default()
+        };
+        let app = Application::build(&db.database_args(), &keys, &serve)
+            .await
+            .expect("application builds");
         let address = format!("http://{}", app.local_addr());
         let store = app.store().clone();
         let context = app.context();
@@ -215,7 +248,14 @@ impl TestApp {
         tokio::spawn(app.run(async {
             let _ = rx.await;
         }));
-        TestApp { address, context, client: reqwest::Client::new(), store, shutdown: Some(tx), db }
+        TestApp {
+            address,
+            context,
+            client: reqwest::Client::new(),
+            store,
+            shutdown: Some(tx),
+            db,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -224,19 +264,37 @@ impl TestApp {
 
     /// Creates an account and returns a fresh API key for it.
     pub async fn account_with_key(&self, name: &str) -> String {
-        admin(&self.store, AdminCommand::Account(AccountCommand::Create { name: name.into() })).await;
-        self.issue_key(name).await["api_key"].as_str().unwrap().to_owned()
+        admin(
+            &self.store,
+            AdminCommand::Account(AccountCommand::Create { name: name.into() }),
+        )
+        .await;
+        self.issue_key(name).await["api_key"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     }
 
     /// An admin command against this server's database and master key.
     pub async fn admin(&self, command: AdminCommand) -> Value {
         let database = self.db.database_args();
-        let keys = MasterKeyArgs { master_key: Some(MASTER_KEY.into()), ..Default::default() };
-        warden::admin::execute(&self.store, &database, &keys, command).await.expect("admin command succeeds")
+        let keys = MasterKeyArgs {
+            master_key: Some(MASTER_KEY.into()),
+            ..Default::default()
+        };
+        warden::admin::execute(&self.store, &database, &keys, command)
+            .await
+            .expect("admin command succeeds")
     }
 
     pub async fn issue_key(&self, account: &str) -> Value {
-        admin(&self.store, AdminCommand::Key(KeyCommand::Issue { account: account.into() })).await
+        admin(
+            &self.store,
+            AdminCommand::Key(KeyCommand::Issue {
+                account: account.into(),
+            }),
+        )
+        .await
     }
 }
 
@@ -254,22 +312,37 @@ pub async fn admin(store: &Store, command: AdminCommand) -> Value {
 
 /// An admin command as run on a deployment of another environment.
 pub async fn admin_in(store: &Store, environment: &str, command: AdminCommand) -> Value {
-    let database = DatabaseArgs { database_url: String::new(), environment: environment.into() };
-    warden::admin::execute(store, &database, &MasterKeyArgs::default(), command).await.expect("admin command succeeds")
+    let database = DatabaseArgs {
+        database_url: String::new(),
+        environment: environment.into(),
+    };
+    warden::admin::execute(store, &database, &MasterKeyArgs::default(), command)
+        .await
+        .expect("admin command succeeds")
 }
 
 /// Status and parsed JSON body of a response (`Value::Null` when empty).
 pub async fn status_and_json(response: reqwest::Response) -> (u16, Value) {
     let status = response.status().as_u16();
     let text = response.text().await.unwrap();
-    let body = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")) };
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}"))
+    };
     (status, body)
 }
 
 /// Asserts the flat error shape `{error, code}` and nothing else.
 pub fn assert_flat_error(body: &Value, code: &str) {
-    let object = body.as_object().unwrap_or_else(|| panic!("error body is not an object: {body}"));
-    assert_eq!(object.len(), 2, "flat error has exactly error and code: {body}");
+    let object = body
+        .as_object()
+        .unwrap_or_else(|| panic!("error body is not an object: {body}"));
+    assert_eq!(
+        object.len(),
+        2,
+        "flat error has exactly error and code: {body}"
+    );
     assert_eq!(body["code"], code, "{body}");
     assert!(body["error"].is_string(), "{body}");
 }
@@ -293,22 +366,35 @@ impl ServerProcess {
     /// Starts `warden serve` on a random port and waits until it listens.
     pub async fn start(db: &TestDb, extra_env: &[(&str, &str)]) -> Self {
         let mut command = warden_command(db);
-        command.arg("serve").env("WARDEN_LISTEN", "127.0.0.1:0").env("WARDEN_MASTER_KEY", MASTER_KEY);
+        command
+            .arg("serve")
+            .env("WARDEN_LISTEN", "127.0.0.1:0")
+            .env("WARDEN_MASTER_KEY", MASTER_KEY);
         for (k, v) in extra_env {
             command.env(k, v);
         }
-        let mut child = command.stderr(Stdio::piped()).stdout(Stdio::null()).kill_on_drop(true).spawn().unwrap();
+        let mut child = command
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let address = tokio::time::timeout(std::time::Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await.unwrap() {
                 logs.lock().unwrap().push(line.clone());
-                let Ok(event) = serde_json::from_str::<Value>(&line) else { continue };
+                let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
                 if event["message"] == "warden is listening" {
                     return event["address"].as_str().unwrap().to_owned();
                 }
             }
-            panic!("warden exited before listening:\n{}", logs.lock().unwrap().join("\n"));
+            panic!(
+                "warden exited before listening:\n{}",
+                logs.lock().unwrap().join("\n")
+            );
         })
         .await
         .expect("warden starts listening within 60 s");
@@ -319,7 +405,11 @@ impl ServerProcess {
                 sink.lock().unwrap().push(line);
             }
         });
-        ServerProcess { child, address: format!("http://{address}"), logs }
+        ServerProcess {
+            child,
+            address: format!("http://{address}"),
+            logs,
+        }
     }
 }
 

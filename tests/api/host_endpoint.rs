@@ -21,7 +21,11 @@ fn jwks_url(app: &TestApp) -> String {
 async fn start_example(app: &TestApp) -> (Arc<Endpoint>, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
-    let endpoint = Endpoint::new(Config { token: TOKEN.into(), jwks_url: jwks_url(app), origin: origin.clone() });
+    let endpoint = Endpoint::new(Config {
+        token: TOKEN.into(),
+        jwks_url: jwks_url(app),
+        origin: origin.clone(),
+    });
     let app_router = router(endpoint.clone());
     tokio::spawn(async move { axum::serve(listener, app_router).await.unwrap() });
     (endpoint, origin)
@@ -40,8 +44,16 @@ async fn publish(app: &TestApp, key: &str, name: &str, url: String, interaction:
 }
 
 async fn test_call(app: &TestApp, key: &str, id: &str, order: &str) -> Value {
-    app.client.post(app.url(&format!("/v1/capabilities/{id}/test"))).bearer_auth(key)
-        .json(&json!({"arguments": {"order": order}})).send().await.unwrap().json().await.unwrap()
+    app.client
+        .post(app.url(&format!("/v1/capabilities/{id}/test")))
+        .bearer_auth(key)
+        .json(&json!({"arguments": {"order": order}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 both_backends! {

@@ -2,11 +2,28 @@ use crate::helpers::*;
 use serde_json::{Value, json};
 
 async fn put(app: &TestApp, key: &str, body: &Value) -> (u16, Value) {
-    status_and_json(app.client.put(app.url("/v1/agent-policy")).bearer_auth(key).json(body).send().await.unwrap()).await
+    status_and_json(
+        app.client
+            .put(app.url("/v1/agent-policy"))
+            .bearer_auth(key)
+            .json(body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
 }
 
 async fn get(app: &TestApp, key: &str) -> (u16, Value) {
-    status_and_json(app.client.get(app.url("/v1/agent-policy")).bearer_auth(key).send().await.unwrap()).await
+    status_and_json(
+        app.client
+            .get(app.url("/v1/agent-policy"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
 }
 
 both_backends! {

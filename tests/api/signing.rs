@@ -14,24 +14,47 @@ use sha2::Digest;
 use warden::cli::{AdminCommand, SigningKeyCommand};
 
 async fn jwks(app: &TestApp) -> (reqwest::header::HeaderMap, Value) {
-    let r = app.client.get(app.url("/.well-known/service/capability-context/v1/jwks.json")).send().await.unwrap();
+    let r = app
+        .client
+        .get(app.url("/.well-known/service/capability-context/v1/jwks.json"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let headers = r.headers().clone();
     (headers, r.json().await.unwrap())
 }
 
 fn kids(set: &Value) -> Vec<String> {
-    set["keys"].as_array().unwrap().iter().map(|k| k["kid"].as_str().unwrap().to_owned()).collect()
+    set["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// Verifies a request the endpoint received against the JWK set with httpsig.
 fn verify_with_httpsig(received: &Received, set: &Value) -> Result<String, String> {
-    let header = |name: &str| received.headers.get(name).map(|v| v.to_str().unwrap().to_owned()).ok_or(format!("no {name}"));
-    let parsed = HttpSignatureHeaders::try_parse(&header("signature")?, &header("signature-input")?).map_err(|e| e.to_string())?;
+    let header = |name: &str| {
+        received
+            .headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .ok_or(format!("no {name}"))
+    };
+    let parsed =
+        HttpSignatureHeaders::try_parse(&header("signature")?, &header("signature-input")?)
+            .map_err(|e| e.to_string())?;
     let (_, signature) = parsed.iter().next().ok_or("no signature")?;
     let params = signature.signature_params();
     let keyid = params.keyid.clone().ok_or("no keyid")?;
-    let jwk = set["keys"].as_array().unwrap().iter().find(|k| k["kid"] == keyid.as_str()).ok_or("unknown kid")?;
+    let jwk = set["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kid"] == keyid.as_str())
+        .ok_or("unknown kid")?;
     let x = URL_SAFE_NO_PAD.decode(jwk["x"].as_str().unwrap()).unwrap();
     let public = PublicKey::from_bytes(&AlgorithmName::Ed25519, &x).map_err(|e| e.to_string())?;
     // The receiver's own view of each covered component.
@@ -49,7 +72,8 @@ fn verify_with_httpsig(received: &Received, set: &Value) -> Result<String, Strin
         })
         .collect::<Result<Vec<_>, _>>()?;
     let base = HttpSignatureBase::try_new(&components, params).map_err(|e| e.to_string())?;
-    base.verify_signature_headers(&public, signature).map_err(|e| e.to_string())?;
+    base.verify_signature_headers(&public, signature)
+        .map_err(|e| e.to_string())?;
     Ok(keyid)
 }
 
@@ -63,8 +87,14 @@ async fn called_endpoint(app: &TestApp, key: &str) -> (FakeEndpoint, String) {
 }
 
 async fn run_test(app: &TestApp, key: &str, id: &str) {
-    let r = app.client.post(app.url(&format!("/v1/capabilities/{id}/test"))).bearer_auth(key)
-        .json(&json!({"arguments": {"order": "A-1"}})).send().await.unwrap();
+    let r = app
+        .client
+        .post(app.url(&format!("/v1/capabilities/{id}/test")))
+        .bearer_auth(key)
+        .json(&json!({"arguments": {"order": "A-1"}}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.json::<Value>().await.unwrap()["status"], "passed");
 }
 

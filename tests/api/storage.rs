@@ -7,7 +7,12 @@ use warden::store::StoreError;
 use warden::store::accounts::KeyRefusal;
 
 fn policy(text: &str) -> AgentPolicy {
-    AgentPolicy { version: 1, instructions: Some(text.into()), allowed_topics: None, out_of_scope_response: None }
+    AgentPolicy {
+        version: 1,
+        instructions: Some(text.into()),
+        allowed_topics: None,
+        out_of_scope_response: None,
+    }
 }
 
 both_backends! {

@@ -54,21 +54,57 @@ pub fn router(endpoint: Arc<Endpoint>) -> Router {
 }
 
 /// Checks the bearer token and the signature; returns the arguments.
-async fn authenticate(endpoint: &Endpoint, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Value, Response> {
-    let refuse = |why: String| (StatusCode::UNAUTHORIZED, Json(json!({"error": why}))).into_response();
-    let token = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+async fn authenticate(
+    endpoint: &Endpoint,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Value, Response> {
+    let refuse =
+        |why: String| (StatusCode::UNAUTHORIZED, Json(json!({"error": why}))).into_response();
+    let token = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
     if token != Some(endpoint.config.token.as_str()) {
         return Err(refuse("bad bearer token".into()));
     }
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let target_uri = format!("{}{}", endpoint.config.origin, uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"));
-    let request = verify::ReceivedRequest { method: method.as_str(), target_uri: &target_uri, header: &header, body };
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    verify::verify(&request, &endpoint.keys, now, &endpoint.config.origin).await.map_err(|e| refuse(e.to_string()))?;
-    serde_json::from_slice(body).map_err(|_| (StatusCode::BAD_REQUEST, Json(json!({"error": "JSON body"}))).into_response())
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let target_uri = format!(
+        "{}{}",
+        endpoint.config.origin,
+        uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")
+    );
+    let request = verify::ReceivedRequest {
+        method: method.as_str(),
+        target_uri: &target_uri,
+        header: &header,
+        body,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    verify::verify(&request, &endpoint.keys, now, &endpoint.config.origin)
+        .await
+        .map_err(|e| refuse(e.to_string()))?;
+    serde_json::from_slice(body)
+        .map_err(|_| (StatusCode::BAD_REQUEST, Json(json!({"error": "JSON body"}))).into_response())
 }
 
-async fn order_status(State(endpoint): State<Arc<Endpoint>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn order_status(
+    State(endpoint): State<Arc<Endpoint>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let arguments = match authenticate(&endpoint, &method, &uri, &headers, &body).await {
         Ok(a) => a,
         Err(refused) => return refused,
@@ -80,7 +116,13 @@ async fn order_status(State(endpoint): State<Arc<Endpoint>>, method: Method, uri
     }
 }
 
-async fn prepare_cancel(State(endpoint): State<Arc<Endpoint>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn prepare_cancel(
+    State(endpoint): State<Arc<Endpoint>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let arguments = match authenticate(&endpoint, &method, &uri, &headers, &body).await {
         Ok(a) => a,
         Err(refused) => return refused,

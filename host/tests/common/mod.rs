@@ -10,5 +10,8 @@ pub fn build_guest(dir: &str, artifact: &str) -> PathBuf {
 }
 
 pub fn hostile(name: &str) -> PathBuf {
-    build_guest("tests/guests", &format!("hostile_{}", name.replace('-', "_")))
+    build_guest(
+        "tests/guests",
+        &format!("hostile_{}", name.replace('-', "_")),
+    )
 }

@@ -17,28 +17,48 @@ pub fn build_guest(source: &Path, artifact: &str, target_root: &Path) -> PathBuf
     let target = match built.get(source) {
         Some(target) => target.clone(),
         None => {
-            let name: String = source.to_string_lossy().chars().map(|c| if c.is_alphanumeric() { c } else { '_' }).collect();
+            let name: String = source
+                .to_string_lossy()
+                .chars()
+                .map(|c| if c.is_alphanumeric() { c } else { '_' })
+                .collect();
             let target = target_root.join("guests").join(name);
             let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
             cmd.current_dir(source)
-                .args(["build", "--release", "--locked", "--target", "wasm32-wasip2", "--target-dir"])
+                .args([
+                    "build",
+                    "--release",
+                    "--locked",
+                    "--target",
+                    "wasm32-wasip2",
+                    "--target-dir",
+                ])
                 .arg(&target);
             // The outer cargo's settings (profile, target, flags) are not the guest's.
             for (key, _) in std::env::vars_os() {
                 let key = key.to_string_lossy().into_owned();
                 if (key.starts_with("CARGO_") && key != "CARGO_HOME")
-                    || matches!(key.as_str(), "RUSTFLAGS" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER")
+                    || matches!(
+                        key.as_str(),
+                        "RUSTFLAGS" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER"
+                    )
                 {
                     cmd.env_remove(&key);
                 }
             }
             let status = cmd.status().expect("run cargo");
-            assert!(status.success(), "building {} for wasm32-wasip2 failed (rustup target add wasm32-wasip2?)", source.display());
+            assert!(
+                status.success(),
+                "building {} for wasm32-wasip2 failed (rustup target add wasm32-wasip2?)",
+                source.display()
+            );
             built.insert(source.to_path_buf(), target.clone());
             target
         }
     };
-    let path = target.join("wasm32-wasip2/release").join(format!("{artifact}.wasm"));
+    let path = target
+        .join("wasm32-wasip2/release")
+        .join(format!("{artifact}.wasm"));
     assert!(path.exists(), "{} was not built", path.display());
     path
 }
