@@ -169,8 +169,7 @@ fn classify(err: reqwest::Error) -> CallFailure {
         }
         source = e.source();
     }
-    if err.is_timeout() {
-        return CallFailure::Timeout { timeout_ms: 0 };
-    }
+    // The only deadline inside the client is the connect time-out: the
+    // endpoint could not be reached. The call's own deadline is `exchange`'s.
     CallFailure::ConnectFailed
 }
