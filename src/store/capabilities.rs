@@ -115,7 +115,7 @@ impl Store {
 
     pub async fn list_capabilities(&self, account: &AccountId) -> StoreResult<Vec<CapabilityRow>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 ORDER BY created_at, id"
+            "SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 ORDER BY created_at, name, id"
         );
         Ok(on_pool!(self, pool => sqlx::query_as(&sql).bind(account.0).fetch_all(pool).await)?)
     }

@@ -20,6 +20,7 @@ use std::time::Duration;
 pub mod accounts;
 pub mod capabilities;
 pub mod capability_tests;
+pub mod conversations;
 pub mod credentials;
 pub mod diagnostics;
 pub mod gap_events;

@@ -1,0 +1,431 @@
+//! Conversations of the HTTP channel: messages (history), the name-like
+//! references of rule 4, the pending operation of rule 12, interactions and
+//! client event identifiers. A turn is written by [`Store::commit_turn`] in
+//! one transaction, so a failed turn leaves nothing half-written.
+//!
+//! What is never written here: images or their extractions, opaque
+//! interaction references, raw endpoint results, credentials (rules 10, 11).
+
+use super::{Store, StoreError, StoreResult, on_pool};
+use crate::clock::now_millis;
+use crate::crypto::sealed::Sealed;
+use crate::store::accounts::AccountId;
+
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ConversationRow {
+    pub id: String,
+    pub user_id: Option<String>,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StoredMessage {
+    pub role: String,
+    pub body: String,
+}
+
+/// A rule-4 reference: a bounded name-like value a capability returned.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StoredReference {
+    pub capability: String,
+    pub field: String,
+    pub value: String,
+}
+
+/// A pending operation as stored: its arguments are sealed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPending {
+    pub capability_id: String,
+    pub revision: i64,
+    pub sealed: Sealed,
+    pub expires_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct InteractionRow {
+    pub id: String,
+    pub conversation_id: String,
+    pub kind: String,
+    pub operation: String,
+    pub status: String,
+    pub expires_at: i64,
+    pub created_at: i64,
+}
+
+pub struct NewMessage<'a> {
+    pub id: &'a str,
+    pub body: &'a str,
+    /// The host's metadata, as JSON text (user messages only).
+    pub metadata: Option<&'a str>,
+}
+
+pub struct NewInteraction<'a> {
+    pub id: &'a str,
+    pub kind: &'a str,
+    pub operation: &'a str,
+    pub expires_at: i64,
+}
+
+/// What a turn changes in the conversation's pending operation.
+pub enum PendingChange {
+    Keep,
+    Clear,
+    Set(StoredPending),
+}
+
+/// Everything one turn writes.
+pub struct TurnRecord<'a> {
+    pub conversation_id: &'a str,
+    /// `Some(user_id)` when this turn starts the conversation.
+    pub new_conversation: Option<Option<&'a str>>,
+    pub user_message: NewMessage<'a>,
+    pub assistant_message: NewMessage<'a>,
+    pub interaction: Option<NewInteraction<'a>>,
+    /// References to store (replacing any of the same capability and field).
+    pub set_references: Vec<StoredReference>,
+    /// `(capability, field)` references to forget (fail closed, rule 4).
+    pub clear_references: Vec<(String, String)>,
+    pub pending: PendingChange,
+}
+
+pub const ROLE_USER: &str = "user";
+pub const ROLE_ASSISTANT: &str = "assistant";
+pub const INTERACTION_PENDING: &str = "pending";
+
+/// The outcome of closing an interaction with a host's terminal report.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CloseOutcome {
+    Closed,
+    /// Someone closed it first (or the idempotency claim was lost).
+    AlreadyClosed,
+}
+
+impl Store {
+    pub async fn find_conversation(
+        &self,
+        account: &AccountId,
+        id: &str,
+    ) -> StoreResult<Option<ConversationRow>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as("SELECT id, user_id, created_at FROM conversations WHERE account_id = $1 AND id = $2")
+                .bind(account.0)
+                .bind(id)
+                .fetch_optional(pool)
+                .await
+        })?)
+    }
+
+    /// The last `limit` messages, oldest first.
+    pub async fn recent_messages(
+        &self,
+        conversation_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<StoredMessage>> {
+        let mut rows: Vec<StoredMessage> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT role, body FROM conversation_messages WHERE conversation_id = $1 \
+                 ORDER BY seq DESC LIMIT $2",
+            )
+            .bind(conversation_id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.reverse();
+        Ok(rows)
+    }
+
+    pub async fn conversation_references(
+        &self,
+        conversation_id: &str,
+    ) -> StoreResult<Vec<StoredReference>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT capability, field, value FROM conversation_references WHERE conversation_id = $1 \
+                 ORDER BY created_at",
+            )
+            .bind(conversation_id)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    /// The conversation's pending operation, unless it has expired.
+    pub async fn pending_operation(
+        &self,
+        conversation_id: &str,
+    ) -> StoreResult<Option<StoredPending>> {
+        type Row = (String, i64, String, Vec<u8>, Vec<u8>, i64);
+        let row: Option<Row> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT capability_id, revision, master_key_id, nonce, ciphertext, expires_at \
+                 FROM pending_operations WHERE conversation_id = $1 AND expires_at > $2",
+            )
+            .bind(conversation_id)
+            .bind(now_millis())
+            .fetch_optional(pool)
+            .await
+        })?;
+        Ok(row.map(
+            |(capability_id, revision, key_id, nonce, ciphertext, expires_at)| StoredPending {
+                capability_id,
+                revision,
+                sealed: Sealed {
+                    key_id,
+                    nonce,
+                    ciphertext,
+                },
+                expires_at,
+            },
+        ))
+    }
+
+    /// Records a client event identifier; false when it was seen before.
+    pub async fn claim_channel_event(
+        &self,
+        account: &AccountId,
+        event_id: &str,
+    ) -> StoreResult<bool> {
+        let inserted = on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO channel_events (account_id, event_id, received_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (account_id, event_id) DO NOTHING",
+            )
+            .bind(account.0)
+            .bind(event_id)
+            .bind(now_millis())
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(inserted == 1)
+    }
+
+    /// Forgets an event identifier whose turn failed, so a retry can run.
+    pub async fn release_channel_event(
+        &self,
+        account: &AccountId,
+        event_id: &str,
+    ) -> StoreResult<()> {
+        on_pool!(self, pool => {
+            sqlx::query("DELETE FROM channel_events WHERE account_id = $1 AND event_id = $2")
+                .bind(account.0)
+                .bind(event_id)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// Deletes event identifiers and pending operations past their time.
+    pub async fn purge_expired_channel_state(&self, events_before: i64) -> StoreResult<u64> {
+        let now = now_millis();
+        Ok(on_pool!(self, pool => {
+            let events = sqlx::query("DELETE FROM channel_events WHERE received_at < $1")
+                .bind(events_before)
+                .execute(pool)
+                .await?
+                .rows_affected();
+            let pending = sqlx::query("DELETE FROM pending_operations WHERE expires_at < $1")
+                .bind(now)
+                .execute(pool)
+                .await?
+                .rows_affected();
+            Ok::<u64, sqlx::Error>(events + pending)
+        })?)
+    }
+
+    /// Writes one whole turn, or nothing.
+    pub async fn commit_turn(&self, account: &AccountId, turn: &TurnRecord<'_>) -> StoreResult<()> {
+        let now = now_millis();
+        let begin = self.write_transaction_statement();
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            match turn.new_conversation {
+                Some(user_id) => {
+                    sqlx::query(
+                        "INSERT INTO conversations (id, account_id, user_id, created_at, updated_at) \
+                         VALUES ($1, $2, $3, $4, $4)",
+                    )
+                    .bind(turn.conversation_id)
+                    .bind(account.0)
+                    .bind(user_id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::from_insert)?;
+                }
+                None => {
+                    let touched = sqlx::query(
+                        "UPDATE conversations SET updated_at = $3 WHERE id = $1 AND account_id = $2",
+                    )
+                    .bind(turn.conversation_id)
+                    .bind(account.0)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if touched != 1 {
+                        return Err(StoreError::NotFound);
+                    }
+                }
+            }
+            for (message, role) in [(&turn.user_message, ROLE_USER), (&turn.assistant_message, ROLE_ASSISTANT)] {
+                sqlx::query(
+                    "INSERT INTO conversation_messages (id, conversation_id, role, body, metadata, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(message.id)
+                .bind(turn.conversation_id)
+                .bind(role)
+                .bind(message.body)
+                .bind(message.metadata)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            if let Some(interaction) = &turn.interaction {
+                sqlx::query(
+                    "INSERT INTO interactions (id, account_id, conversation_id, kind, operation, status, expires_at, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                )
+                .bind(interaction.id)
+                .bind(account.0)
+                .bind(turn.conversation_id)
+                .bind(interaction.kind)
+                .bind(interaction.operation)
+                .bind(INTERACTION_PENDING)
+                .bind(interaction.expires_at)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            for (capability, field) in &turn.clear_references {
+                sqlx::query("DELETE FROM conversation_references WHERE conversation_id = $1 AND capability = $2 AND field = $3")
+                    .bind(turn.conversation_id)
+                    .bind(capability)
+                    .bind(field)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            for reference in &turn.set_references {
+                sqlx::query(
+                    "INSERT INTO conversation_references (conversation_id, capability, field, value, created_at) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (conversation_id, capability, field) \
+                     DO UPDATE SET value = excluded.value, created_at = excluded.created_at",
+                )
+                .bind(turn.conversation_id)
+                .bind(&reference.capability)
+                .bind(&reference.field)
+                .bind(&reference.value)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            match &turn.pending {
+                PendingChange::Keep => {}
+                PendingChange::Clear => {
+                    sqlx::query("DELETE FROM pending_operations WHERE conversation_id = $1")
+                        .bind(turn.conversation_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                PendingChange::Set(p) => {
+                    sqlx::query(
+                        "INSERT INTO pending_operations (conversation_id, capability_id, revision, master_key_id, nonce, ciphertext, created_at, expires_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (conversation_id) DO UPDATE SET \
+                         capability_id = excluded.capability_id, revision = excluded.revision, master_key_id = excluded.master_key_id, \
+                         nonce = excluded.nonce, ciphertext = excluded.ciphertext, created_at = excluded.created_at, expires_at = excluded.expires_at",
+                    )
+                    .bind(turn.conversation_id)
+                    .bind(&p.capability_id)
+                    .bind(p.revision)
+                    .bind(&p.sealed.key_id)
+                    .bind(&p.sealed.nonce)
+                    .bind(&p.sealed.ciphertext)
+                    .bind(now)
+                    .bind(p.expires_at)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    pub async fn find_interaction(
+        &self,
+        account: &AccountId,
+        conversation_id: &str,
+        interaction_id: &str,
+    ) -> StoreResult<Option<InteractionRow>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, conversation_id, kind, operation, status, expires_at, created_at FROM interactions \
+                 WHERE account_id = $1 AND conversation_id = $2 AND id = $3",
+            )
+            .bind(account.0)
+            .bind(conversation_id)
+            .bind(interaction_id)
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    /// Closes a pending interaction with the host's terminal status, appends
+    /// the deterministic assistant text and completes the idempotency claim,
+    /// in one transaction (compare-and-set on the pending status).
+    pub async fn close_interaction(
+        &self,
+        account: &AccountId,
+        interaction: &InteractionRow,
+        status: &str,
+        message: &NewMessage<'_>,
+        completion: &super::idempotency::Completion<'_>,
+    ) -> StoreResult<CloseOutcome> {
+        let now = now_millis();
+        let begin = self.write_transaction_statement();
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            let closed = sqlx::query(
+                "UPDATE interactions SET status = $4, closed_at = $5 \
+                 WHERE account_id = $1 AND conversation_id = $2 AND id = $3 AND status = $6",
+            )
+            .bind(account.0)
+            .bind(&interaction.conversation_id)
+            .bind(&interaction.id)
+            .bind(status)
+            .bind(now)
+            .bind(INTERACTION_PENDING)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if closed != 1 {
+                return Ok(CloseOutcome::AlreadyClosed);
+            }
+            sqlx::query(
+                "INSERT INTO conversation_messages (id, conversation_id, role, body, metadata, created_at) \
+                 VALUES ($1, $2, $3, $4, NULL, $5)",
+            )
+            .bind(message.id)
+            .bind(&interaction.conversation_id)
+            .bind(ROLE_ASSISTANT)
+            .bind(message.body)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("UPDATE conversations SET updated_at = $2 WHERE id = $1")
+                .bind(&interaction.conversation_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            if !super::idempotency::complete_in_tx!(tx, account, completion)? {
+                return Ok(CloseOutcome::AlreadyClosed);
+            }
+            tx.commit().await?;
+            Ok(CloseOutcome::Closed)
+        })
+    }
+}
