@@ -42,6 +42,7 @@ async fn main() {
             guest_cache_dir: Some(dir.path().join("cache")),
             policy_guest: None,
         },
+        planner: Default::default(),
     };
     let app = Application::build(&database, &keys, &serve).await.unwrap();
     let context = app.context();

@@ -94,6 +94,32 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+
+    #[command(flatten)]
+    pub planner: PlannerArgs,
+}
+
+/// Which planner proposes what to do with each user turn. Without an
+/// inference URL the built-in deterministic planner runs (no network).
+#[derive(Debug, Clone, Default, Args)]
+pub struct PlannerArgs {
+    /// Base URL of an OpenAI-compatible chat-completions API (for example
+    /// `http://127.0.0.1:9000/v1`). Set it to use a model instead of the
+    /// built-in planner; WARDEN_INFERENCE_MODEL is then required.
+    #[arg(long, env = "WARDEN_INFERENCE_URL")]
+    pub inference_url: Option<String>,
+
+    /// Model name sent with every inference call.
+    #[arg(long, env = "WARDEN_INFERENCE_MODEL", requires = "inference_url")]
+    pub inference_model: Option<String>,
+
+    /// API key of the inference backend (sent as a bearer token; never logged).
+    #[arg(long, env = "WARDEN_INFERENCE_API_KEY", hide_env_values = true)]
+    pub inference_api_key: Option<String>,
+
+    /// Deadline of one inference call, in milliseconds.
+    #[arg(long, env = "WARDEN_INFERENCE_TIMEOUT_MS", default_value_t = 20_000)]
+    pub inference_timeout_ms: u64,
 }
 
 /// The policy sandbox: which guest judges capability definitions, arguments

@@ -4,6 +4,7 @@
 //! See ARCHITECTURE.md for the map of the crate.
 
 pub mod admin;
+pub mod agent;
 pub mod api;
 pub mod channel;
 pub mod cli;

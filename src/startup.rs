@@ -7,8 +7,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
+use crate::agent::Engine;
+use crate::agent::planner::{Planner, builtin::BuiltinPlanner, openai};
 use crate::api::{self, AppContext};
-use crate::cli::{DatabaseArgs, MasterKeyArgs, ServeArgs};
+use crate::cli::{DatabaseArgs, MasterKeyArgs, PlannerArgs, ServeArgs};
 use crate::crypto::master_key;
 use crate::executor::Executor;
 use crate::sandbox::PolicySandbox;
@@ -46,6 +48,8 @@ impl Application {
             keyring.clone(),
             signer.clone(),
         );
+        let planner = planner(&serve.planner)?;
+        let engine = Engine::new(store.clone(), executor.clone(), planner, keyring.clone());
         let state = Arc::new(AppContext {
             store: store.clone(),
             environment: database.environment.clone(),
@@ -53,6 +57,7 @@ impl Application {
             sandbox,
             signer,
             executor,
+            engine,
         });
         let listener = TcpListener::bind(serve.listen)
             .await
@@ -106,7 +111,34 @@ async fn housekeeping(store: Store) {
             Ok(n) => tracing::info!(purged = n, "expired idempotency records purged"),
             Err(err) => tracing::warn!(error = %err, "could not purge expired idempotency records"),
         }
+        let day_ago = crate::clock::now_millis() - 24 * 60 * 60 * 1000;
+        match store.purge_expired_channel_state(day_ago).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(purged = n, "expired client event ids and pending operations purged"),
+            Err(err) => tracing::warn!(error = %err, "could not purge expired channel state"),
+        }
     }
+}
+
+/// The configured planner: a model behind an OpenAI-compatible API, or the
+/// built-in deterministic planner when no inference URL is set.
+fn planner(args: &PlannerArgs) -> anyhow::Result<Planner> {
+    let Some(url) = &args.inference_url else {
+        tracing::info!("planner: built-in (deterministic, no network)");
+        return Ok(Planner::Builtin(BuiltinPlanner));
+    };
+    let model = args
+        .inference_model
+        .clone()
+        .context("WARDEN_INFERENCE_MODEL is required with WARDEN_INFERENCE_URL")?;
+    url::Url::parse(url).with_context(|| format!("WARDEN_INFERENCE_URL {url:?} is not a URL"))?;
+    tracing::info!(url = %url, model = %model, "planner: OpenAI-compatible backend");
+    Ok(Planner::OpenAi(openai::OpenAiPlanner::new(openai::OpenAiConfig {
+        url: url.clone(),
+        model,
+        api_key: args.inference_api_key.clone(),
+        timeout: std::time::Duration::from_millis(args.inference_timeout_ms),
+    })))
 }
 
 fn backend_label(kind: &DatabaseKind) -> &'static str {

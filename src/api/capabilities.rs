@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -12,17 +12,17 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::auth::Caller;
 use super::error::ApiError;
+use super::idempotent;
 use super::json_body::JsonBody;
 use crate::clock::to_rfc3339;
 use crate::domain::capability::{
     CapabilityId, IfMatchError, LifecycleStatus, MAX_CREATE_BODY_BYTES, MAX_IMPORT_BODY_BYTES,
     PublishRequest, Wrapper, parse_if_match,
 };
-use crate::domain::idempotency;
 use crate::store::StoreError;
 use crate::store::accounts::AccountId;
 use crate::store::capabilities::{CapabilityRow, GuardedWriteError, NewCapability};
-use crate::store::idempotency::{Claim, Completion};
+use crate::store::idempotency::Completion;
 use crate::vault;
 
 /// Create, revise, enable and disable answer with these three fields.
@@ -61,8 +61,7 @@ pub async fn import_capabilities(
     publish_idempotently(&app, &caller.account, &headers, body, Wrapper::Manifest).await
 }
 
-/// Claims the Idempotency-Key, publishes, and releases the key if nothing
-/// was published, so a failed request leaves no record behind.
+/// Publishes under the claimed Idempotency-Key (see `api::idempotent`).
 async fn publish_idempotently(
     app: &AppState,
     account: &AccountId,
@@ -70,34 +69,15 @@ async fn publish_idempotently(
     body: Value,
     wrapper: Wrapper,
 ) -> Result<Response, ApiError> {
-    let key = idempotency::parse_key(header_str(headers, "idempotency-key"))
-        .map_err(ApiError::BadRequest)?;
     let operation = match wrapper {
         Wrapper::Single => "POST /v1/capabilities",
         Wrapper::Manifest => "POST /v1/capabilities/import",
     };
-    match app
-        .store
-        .claim_idempotency_key(account, &key, &idempotency::request_hash(operation, &body))
-        .await?
-    {
-        Claim::Fresh => {}
-        Claim::Replay { status, body } => return Ok(replay(status, body)),
-        Claim::KeyReused => return Err(ApiError::IdempotencyKeyReused),
-        Claim::InFlight => {
-            return Err(ApiError::Conflict(
-                "a request with this Idempotency-Key is in progress".into(),
-            ));
-        }
-    }
-    let outcome = publish(app, account, &key, body, wrapper).await;
-    if outcome.is_err()
-        && let Err(err) = app.store.release_idempotency_key(account, &key).await
-    {
-        // The claim expires as abandoned; a retry can take it over then.
-        tracing::warn!(error = %err, "could not release an idempotency claim");
-    }
-    outcome
+    let hashed = body.clone();
+    idempotent::run(app, account, headers, operation, &hashed, |key| async move {
+        publish(app, account, &key, body, wrapper).await
+    })
+    .await
 }
 
 async fn publish(
@@ -157,15 +137,6 @@ async fn publish(
         response_text,
     )
         .into_response())
-}
-
-fn replay(status: u16, body: String) -> Response {
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
-    response
-        .headers_mut()
-        .insert("idempotency-replayed", HeaderValue::from_static("true"));
-    response
 }
 
 /// Every violation of every definition, located: the guest's rules (2.5,

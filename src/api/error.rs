@@ -49,6 +49,12 @@ pub enum ApiError {
     Validation(String),
     #[error("the Idempotency-Key was already used with a different request")]
     IdempotencyKeyReused,
+    /// The resource existed but is no longer usable (an expired interaction).
+    #[error("{0}")]
+    Gone(String),
+    /// The inference backend is down or answered garbage.
+    #[error("the inference backend is unavailable")]
+    InferenceUnavailable(#[source] anyhow::Error),
     #[error("the policy sandbox failed")]
     Sandbox(#[source] anyhow::Error),
     #[error("the service is temporarily unavailable")]
@@ -88,6 +94,10 @@ impl ApiError {
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "CONFLICT"),
             ApiError::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR"),
             ApiError::IdempotencyKeyReused => (StatusCode::CONFLICT, "IDEMPOTENCY_KEY_REUSED"),
+            ApiError::Gone(_) => (StatusCode::GONE, "GONE"),
+            ApiError::InferenceUnavailable(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "INFERENCE_UNAVAILABLE")
+            }
             ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
@@ -214,6 +224,7 @@ fn framework_error(status: StatusCode) -> ErrorInfo {
             ("METHOD_NOT_ALLOWED", "method not allowed on this route")
         }
         StatusCode::PAYLOAD_TOO_LARGE => ("PAYLOAD_TOO_LARGE", "the request body is too large"),
+        StatusCode::GONE => ("GONE", "the resource has expired"),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ("BAD_REQUEST", "unsupported content type"),
         s if s.is_server_error() => ("INTERNAL_ERROR", "internal error"),
         _ => ("BAD_REQUEST", "bad request"),

@@ -2,12 +2,14 @@
 //! every route shares (request ids and logging, error shaping, panics as 500).
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::middleware::from_fn;
 use axum::routing::{get, post, put};
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::crypto::master_key::Keyring;
+use crate::agent::Engine;
 use crate::executor::Executor;
 use crate::sandbox::PolicySandbox;
 use crate::signing::Signer;
@@ -20,8 +22,11 @@ pub mod credentials;
 pub mod diagnostics;
 pub mod error;
 pub mod health;
+pub mod idempotent;
 pub mod json_body;
 pub mod jwks;
+pub mod messages;
+pub mod operation_results;
 pub mod policy;
 pub mod request_log;
 
@@ -38,6 +43,8 @@ pub struct AppContext {
     pub signer: Signer,
     /// The only way to call a host endpoint.
     pub executor: Executor,
+    /// Runs user turns of the HTTP channel.
+    pub engine: Engine,
 }
 
 pub type AppState = Arc<AppContext>;
@@ -90,6 +97,17 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/capabilities/{capability_id}/test",
             post(capability_test::test_capability),
+        )
+        .route(
+            "/v1/channels/http/messages",
+            // Multipart bodies carry an image of up to 4 MiB; each part has its own bound.
+            post(messages::send_message).layer(DefaultBodyLimit::max(
+                crate::channel::inbound::MAX_MULTIPART_BYTES,
+            )),
+        )
+        .route(
+            "/v1/conversations/{conversation_id}/operation-results",
+            post(operation_results::report_operation_result),
         )
         .fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(CatchPanicLayer::new())

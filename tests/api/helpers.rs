@@ -233,6 +233,7 @@ impl TestApp {
                 guest_cache_dir: Some(guest_cache_dir()),
                 dev_allow_loopback,
             },
+            planner: Default::default(),
         };
         let keys = MasterKeyArgs {
             master_key: Some(MASTER_KEY.into()),

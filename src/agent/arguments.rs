@@ -1,0 +1,286 @@
+//! Arguments from the user's own words (contract 1, rules 2 and 3): the
+//! candidate values a text holds for one input property, and whether a
+//! proposed value is grounded in what the user wrote.
+//!
+//! Only top-level properties of the input schema are filled; a value is a
+//! candidate when it is an `enum` value named in the text, a token matching
+//! the property's `pattern`, a quoted or clearly delimited value
+//! (`pedido: A-1`, `name = "Ana"`), or a number for numeric properties.
+
+use serde_json::{Map, Value};
+
+use super::language::{fold, is_stopword, words};
+
+/// A top-level input property.
+pub struct Property<'a> {
+    pub name: &'a str,
+    pub schema: &'a Value,
+}
+
+pub fn properties(input_schema: &Value) -> Vec<Property<'_>> {
+    input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(name, schema)| Property { name, schema })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn required(input_schema: &Value) -> Vec<&str> {
+    input_schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+impl Property<'_> {
+    fn kind(&self) -> Option<&str> {
+        match self.schema.get("type") {
+            Some(Value::String(t)) => Some(t),
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null"),
+            _ => None,
+        }
+    }
+
+    pub fn description(&self) -> Option<&str> {
+        self.schema.get("description").and_then(Value::as_str)
+    }
+
+    /// A free-text string: no enum, const or pattern narrows it.
+    pub fn is_free_text(&self) -> bool {
+        self.kind() == Some("string")
+            && self.schema.get("enum").is_none()
+            && self.schema.get("const").is_none()
+            && self.schema.get("pattern").is_none()
+    }
+
+    fn max_length(&self) -> usize {
+        self.schema
+            .get("maxLength")
+            .and_then(Value::as_u64)
+            .map_or(256, |n| n as usize)
+    }
+
+    fn min_length(&self) -> usize {
+        self.schema
+            .get("minLength")
+            .and_then(Value::as_u64)
+            .map_or(1, |n| n.max(1) as usize)
+    }
+
+    fn fits_length(&self, s: &str) -> bool {
+        let n = s.chars().count();
+        n >= self.min_length() && n <= self.max_length()
+    }
+
+    /// Distinct candidate values for this property in `text`.
+    pub fn candidates(&self, text: &str) -> Vec<Value> {
+        let mut found: Vec<Value> = Vec::new();
+        let mut push = |v: Value| {
+            if !found.contains(&v) {
+                found.push(v);
+            }
+        };
+        if let Some(c) = self.schema.get("const") {
+            push(c.clone());
+            return found;
+        }
+        if let Some(options) = self.schema.get("enum").and_then(Value::as_array) {
+            let text_words = words(text);
+            for option in options {
+                let named = match option {
+                    Value::String(s) => {
+                        let phrase = words(s).join(" ");
+                        !phrase.is_empty() && super::language::has_phrase(&text_words, &phrase)
+                    }
+                    Value::Number(n) => text_words.contains(&n.to_string()),
+                    _ => false,
+                };
+                if named {
+                    push(option.clone());
+                }
+            }
+            return found;
+        }
+        match self.kind() {
+            Some("string") => {
+                if let Some(pattern) = self.schema.get("pattern").and_then(Value::as_str) {
+                    let Ok(regex) = regress::Regex::new(pattern) else {
+                        return found;
+                    };
+                    for token in tokens(text) {
+                        if self.fits_length(&token)
+                            && !is_stopword(&fold(&token))
+                            && regex.find(&token).is_some()
+                        {
+                            push(Value::String(token));
+                        }
+                    }
+                } else {
+                    for value in delimited_values(text, self.name) {
+                        if self.fits_length(&value) {
+                            push(Value::String(value));
+                        }
+                    }
+                }
+            }
+            Some("integer") | Some("number") => {
+                for token in tokens(text) {
+                    let number = token.trim_end_matches('.').replace(',', ".");
+                    if let Ok(n) = number.parse::<i64>() {
+                        push(Value::from(n));
+                    } else if self.kind() == Some("number")
+                        && let Some(n) = number
+                            .parse::<f64>()
+                            .ok()
+                            .and_then(serde_json::Number::from_f64)
+                    {
+                        push(Value::Number(n));
+                    }
+                }
+            }
+            _ => {}
+        }
+        found
+    }
+
+    /// The answer to "what is <property>?" when the whole message is the
+    /// value: a free-text property asked for by name (rule 12 clarifications).
+    pub fn whole_answer(&self, text: &str) -> Option<Value> {
+        let trimmed = text.trim();
+        (self.is_free_text() && self.fits_length(trimmed) && !trimmed.contains('\n'))
+            .then(|| Value::String(trimmed.to_owned()))
+    }
+}
+
+/// Whitespace-separated tokens with surrounding punctuation removed.
+fn tokens(text: &str) -> Vec<String> {
+    const EDGE: &[char] = &[
+        ',', '.', ';', ':', '!', '?', '¿', '¡', '(', ')', '[', ']', '{', '}', '"', '\'', '«', '»',
+        '“', '”', '‘', '’',
+    ];
+    text.split_whitespace()
+        .map(|t| t.trim_matches(EDGE).to_owned())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Quoted values, and `name: value` / `name = value` where `name` is the
+/// property name (underscores as spaces), up to the end of the clause.
+fn delimited_values(text: &str, property: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (open, close) in [('"', '"'), ('“', '”'), ('«', '»'), ('\'', '\'')] {
+        let mut rest = text;
+        while let Some(start) = rest.find(open) {
+            let after = &rest[start + open.len_utf8()..];
+            let Some(end) = after.find(close) else { break };
+            let inner = after[..end].trim();
+            if !inner.is_empty() {
+                out.push(inner.to_owned());
+            }
+            rest = &after[end + close.len_utf8()..];
+        }
+    }
+    let label = fold(&property.replace(['_', '-'], " "));
+    let folded = fold(text);
+    // Folding keeps byte offsets only for ASCII; search the folded text and
+    // cut the original at the same char position.
+    if let Some(at) = folded.find(&label) {
+        let char_at = folded[..at].chars().count() + label.chars().count();
+        let tail: String = text.chars().skip(char_at).collect();
+        let tail = tail.trim_start();
+        if let Some(value) = tail.strip_prefix(':').or_else(|| tail.strip_prefix('=')) {
+            let value = value
+                .split(['\n', ';', ',', '?', '!'])
+                .next()
+                .unwrap_or("")
+                .trim()
+                .trim_matches(['"', '\'', '.'])
+                .trim();
+            if !value.is_empty() {
+                out.push(value.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Whether `value` appears in one of `sources` (folded, as words or as a
+/// substring for strings). Objects and arrays are grounded when every
+/// scalar inside is.
+pub fn is_grounded(value: &Value, sources: &[&str]) -> bool {
+    match value {
+        Value::String(s) => {
+            let needle = fold(s.trim());
+            !needle.is_empty() && sources.iter().any(|src| fold(src).contains(&needle))
+        }
+        Value::Number(n) => {
+            let needle = n.to_string();
+            sources
+                .iter()
+                .any(|src| tokens(src).iter().any(|t| t.replace(',', ".") == needle))
+        }
+        Value::Array(items) => items.iter().all(|v| is_grounded(v, sources)),
+        Value::Object(map) => map.values().all(|v| is_grounded(v, sources)),
+        Value::Bool(_) | Value::Null => false,
+    }
+}
+
+/// Every candidate found in `text` for each property: the built-in
+/// planner's argument filling. A property with several distinct candidates
+/// is left out (the engine asks which one).
+pub fn extract(input_schema: &Value, text: &str) -> Map<String, Value> {
+    let mut out = Map::new();
+    for property in properties(input_schema) {
+        let mut candidates = property.candidates(text);
+        if candidates.len() == 1 {
+            out.insert(property.name.to_owned(), candidates.remove(0));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({"type": "object", "additionalProperties": false, "required": ["order"],
+            "properties": {
+                "order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z]-[0-9]+$"},
+                "channel": {"type": "string", "maxLength": 10, "enum": ["web", "tienda física"]},
+                "customer": {"type": "string", "maxLength": 60},
+                "count": {"type": "integer"}
+            }})
+    }
+
+    #[test]
+    fn fills_only_from_the_users_words() {
+        let got = extract(&schema(), "¿Dónde está mi pedido A-1001? Lo compré en la tienda física, customer: Ana Pérez");
+        assert_eq!(got["order"], "A-1001");
+        assert_eq!(got["channel"], "tienda física");
+        assert_eq!(got["customer"], "Ana Pérez");
+        assert!(!got.contains_key("count"));
+        assert!(extract(&schema(), "¿Dónde está mi pedido?").is_empty());
+    }
+
+    #[test]
+    fn several_candidates_are_ambiguous() {
+        let got = extract(&schema(), "pedidos A-1 y B-2");
+        assert!(!got.contains_key("order"));
+    }
+
+    #[test]
+    fn grounding() {
+        assert!(is_grounded(&json!("A-1001"), &["mi pedido a-1001"]));
+        assert!(!is_grounded(&json!("A-9999"), &["mi pedido A-1001"]));
+        assert!(is_grounded(&json!(3), &["quiero 3 unidades"]));
+        assert!(!is_grounded(&json!(30), &["quiero 3 unidades"]));
+        assert!(!is_grounded(&json!(true), &["sí"]));
+    }
+}

@@ -1,0 +1,795 @@
+//! One user turn, from the parsed message to the stored reply. The planner
+//! proposes; this module decides, and enforces contract section 1 whatever
+//! was proposed:
+//!
+//! | rule | where |
+//! |---|---|
+//! | 1 one call per turn | `decide` reaches `execute` at most once |
+//! | 2 no invented arguments | `grounded_arguments`, `complete_arguments`; the executor revalidates in the guest |
+//! | 3 history reuse, confirmation | `complete_arguments` (history candidates) |
+//! | 4 name-like references | `complete_arguments` + `references::harvest` |
+//! | 5 no internal identifiers | `grounding`, offers carry names only |
+//! | 6 grounded replies | `reply_from_result`, fixed texts on empty or failed results |
+//! | 7 read-only | only active (read-only) capabilities are offered or callable |
+//! | 8 just-in-time preparation | `decide` refuses preparation without intent |
+//! | 9 not-found text | `interaction_outcome` |
+//! | 10 opaque refs | only in the response's `interaction`; never stored or sent to a model |
+//! | 11 images | held in `InboundMessage` for the turn only |
+//! | 12 pending operations, `cancelar` | `pending`, `continue_pending` |
+//! | 13 exclusion clause | first check in `decide`, no executor I/O |
+
+use serde_json::{Map, Value, json};
+use std::time::Instant;
+
+use super::arguments::{self, Property};
+use super::grounding::{answer_is_safe, facts, is_empty_result, reply_is_grounded};
+use super::language::{
+    Language, has_exclusion_clause, has_operation_intent, is_cancel, is_no, is_yes,
+};
+use super::pending::{self, PendingOperation};
+use super::planner::{
+    CapabilityOffer, EffectivePolicy, HistoryEntry, Plan, PlanRequest, Planner, PlannerError,
+    ReplyRequest, Role,
+};
+use super::references;
+use super::texts;
+use super::trace::Trace;
+use crate::channel::inbound::InboundMessage;
+use crate::clock::{now_millis, to_rfc3339};
+use crate::crypto::master_key::Keyring;
+use crate::domain::capability::{CapabilityDefinition, LifecycleStatus};
+use crate::domain::diagnostics::DiagnosticMode;
+use crate::executor::{Call, CallFailure, CallResult, CapabilityAtRevision, Executor};
+use crate::sandbox::{InteractionKind, ShapedInteraction};
+use crate::store::accounts::AccountId;
+use crate::store::conversations::{
+    NewInteraction, NewMessage, PendingChange, StoredReference, TurnRecord,
+};
+use crate::store::gap_events::GapEvent;
+use crate::store::{Store, StoreError};
+
+/// Messages of history given to planners and searched for earlier values.
+pub const HISTORY_MESSAGES: i64 = 20;
+/// Interactions never outlive this, whatever the host's `expires_at`.
+pub const MAX_INTERACTION_MILLIS: i64 = 24 * 60 * 60 * 1000;
+/// Metadata key that asks for a `benchmark_observation` (its value is the
+/// correlation id).
+pub const BENCHMARK_METADATA_KEY: &str = "benchmark_correlation_id";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("no such conversation")]
+    ConversationNotFound,
+    #[error(transparent)]
+    Inference(#[from] PlannerError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Clone)]
+pub struct Engine {
+    store: Store,
+    executor: Executor,
+    planner: Planner,
+    keyring: Keyring,
+}
+
+/// An active capability, as the executor calls it and the planner sees it.
+struct Loaded {
+    at: CapabilityAtRevision,
+    offer: CapabilityOffer,
+}
+
+/// Everything a turn reads before deciding.
+struct Context<'a> {
+    account: &'a AccountId,
+    inbound: &'a InboundMessage,
+    conversation_id: String,
+    language: Language,
+    policy: EffectivePolicy,
+    capabilities: Vec<Loaded>,
+    history: Vec<HistoryEntry>,
+    references: Vec<StoredReference>,
+    pending: Option<PendingOperation>,
+}
+
+/// What a turn decided.
+struct Outcome {
+    text: String,
+    reason: &'static str,
+    /// The response's interaction object (with the refs) and its record.
+    interaction: Option<(Value, String, &'static str, String, i64)>,
+    set_references: Vec<StoredReference>,
+    clear_references: Vec<(String, String)>,
+    pending: PendingChange,
+    gap: Option<(&'static str, &'static str, Option<String>)>,
+    observation: Observation,
+}
+
+#[derive(Default)]
+struct Observation {
+    capability: String,
+    argument_category: &'static str,
+    fixture_result: &'static str,
+}
+
+impl Outcome {
+    fn reply(text: impl Into<String>, reason: &'static str) -> Self {
+        Outcome {
+            text: text.into(),
+            reason,
+            interaction: None,
+            set_references: Vec::new(),
+            clear_references: Vec::new(),
+            pending: PendingChange::Keep,
+            gap: None,
+            observation: Observation {
+                capability: String::new(),
+                argument_category: "none",
+                fixture_result: "not_called",
+            },
+        }
+    }
+
+    fn with_gap(mut self, kind: &'static str, reason: &'static str, cap: Option<&str>) -> Self {
+        self.gap = Some((kind, reason, cap.map(str::to_owned)));
+        self
+    }
+}
+
+impl Engine {
+    pub fn new(store: Store, executor: Executor, planner: Planner, keyring: Keyring) -> Self {
+        Engine {
+            store,
+            executor,
+            planner,
+            keyring,
+        }
+    }
+
+    pub fn planner(&self) -> &Planner {
+        &self.planner
+    }
+
+    /// Runs one turn and answers the message response (contract 2.2).
+    pub async fn turn(
+        &self,
+        account: &AccountId,
+        inbound: &InboundMessage,
+    ) -> Result<Value, TurnError> {
+        let started = Instant::now();
+        let mut trace = Trace::default();
+        let existing = match &inbound.conversation_id {
+            Some(id) => Some(
+                self.store
+                    .find_conversation(account, id)
+                    .await?
+                    .ok_or(TurnError::ConversationNotFound)?,
+            ),
+            None => None,
+        };
+        let conversation_id = existing
+            .as_ref()
+            .map_or_else(|| super::new_id("conv_"), |c| c.id.clone());
+        let context = self
+            .load_context(account, inbound, conversation_id, existing.is_some())
+            .await?;
+        trace.timing.preparation = started.elapsed();
+
+        let outcome = self.decide(&context, &mut trace).await?;
+        trace.responded(outcome.reason);
+
+        let message_id = super::new_id("msg_");
+        let user_message_id = super::new_id("msg_");
+        let metadata = (!inbound.metadata.is_empty())
+            .then(|| Value::Object(inbound.metadata.clone()).to_string());
+        let interaction_record = outcome.interaction.as_ref().map(|(_, id, kind, op, exp)| {
+            NewInteraction {
+                id,
+                kind,
+                operation: op,
+                expires_at: *exp,
+            }
+        });
+        let record = TurnRecord {
+            conversation_id: &context.conversation_id,
+            new_conversation: existing.is_none().then_some(inbound.user_id.as_deref()),
+            user_message: NewMessage {
+                id: &user_message_id,
+                body: &inbound.body,
+                metadata: metadata.as_deref(),
+            },
+            assistant_message: NewMessage {
+                id: &message_id,
+                body: &outcome.text,
+                metadata: None,
+            },
+            interaction: interaction_record,
+            set_references: outcome.set_references.clone(),
+            clear_references: outcome.clear_references.clone(),
+            pending: match &outcome.pending {
+                PendingChange::Keep => PendingChange::Keep,
+                PendingChange::Clear => PendingChange::Clear,
+                PendingChange::Set(p) => PendingChange::Set(p.clone()),
+            },
+        };
+        self.store.commit_turn(account, &record).await?;
+        if let Some((kind, reason, capability)) = &outcome.gap {
+            self.record_gap(account, &context, kind, reason, capability.clone())
+                .await;
+        }
+
+        let run_id = super::new_id("run_");
+        let mut response = json!({
+            "conversation_id": context.conversation_id,
+            "message": {"id": message_id, "role": "assistant", "type": "text", "body": outcome.text},
+            "capability_trace": trace.render(&run_id, &message_id, started.elapsed()),
+        });
+        if let Some((interaction, ..)) = outcome.interaction {
+            response["interaction"] = interaction;
+        }
+        if let Some(Value::String(correlation)) = inbound.metadata.get(BENCHMARK_METADATA_KEY) {
+            let o = &outcome.observation;
+            response["benchmark_observation"] = json!({
+                "capability": o.capability, "argument_category": o.argument_category,
+                "fixture_result": o.fixture_result, "status": 200,
+                "model": self.planner.model(), "correlation_id": correlation,
+            });
+        }
+        Ok(response)
+    }
+
+    async fn load_context<'a>(
+        &self,
+        account: &'a AccountId,
+        inbound: &'a InboundMessage,
+        conversation_id: String,
+        existing: bool,
+    ) -> Result<Context<'a>, TurnError> {
+        let language = Language::of(&inbound.body);
+        let policy = self.store.get_policy(account).await?.map(|p| p.policy);
+        let policy = effective_policy(policy.as_ref(), language);
+        let mut capabilities = Vec::new();
+        for row in self.store.list_capabilities(account).await? {
+            if LifecycleStatus::parse(&row.lifecycle_status) != Some(LifecycleStatus::Active) {
+                continue;
+            }
+            let definition: CapabilityDefinition = serde_json::from_str(&row.definition)
+                .map_err(|e| StoreError::Corrupt(format!("capability {}: {e}", row.id)))?;
+            capabilities.push(Loaded {
+                offer: CapabilityOffer {
+                    name: definition.name.clone(),
+                    description: definition.description.clone(),
+                    when_to_use: definition.when_to_use.clone(),
+                    examples: definition.examples.clone(),
+                    input_schema: definition.input_schema.clone(),
+                    preparation: definition.is_host_interaction(),
+                },
+                at: CapabilityAtRevision {
+                    id: row.id,
+                    revision: row.revision,
+                    definition,
+                },
+            });
+        }
+        let (history, references, pending) = if existing {
+            let history = self
+                .store
+                .recent_messages(&conversation_id, HISTORY_MESSAGES)
+                .await?
+                .into_iter()
+                .map(|m| HistoryEntry {
+                    role: if m.role == crate::store::conversations::ROLE_USER {
+                        Role::User
+                    } else {
+                        Role::Assistant
+                    },
+                    text: m.body,
+                })
+                .collect();
+            let references = self.store.conversation_references(&conversation_id).await?;
+            let pending = match self.store.pending_operation(&conversation_id).await? {
+                Some(stored) => pending::open(&self.keyring, account, &conversation_id, &stored),
+                None => None,
+            };
+            (history, references, pending)
+        } else {
+            (Vec::new(), Vec::new(), None)
+        };
+        Ok(Context {
+            account,
+            inbound,
+            conversation_id,
+            language,
+            policy,
+            capabilities,
+            history,
+            references,
+            pending,
+        })
+    }
+
+    async fn decide(&self, cx: &Context<'_>, trace: &mut Trace) -> Result<Outcome, TurnError> {
+        let message = cx.inbound.body.as_str();
+        let lang = cx.language;
+        // Rule 13 first: no planner, no executor.
+        if has_exclusion_clause(message) {
+            return Ok(Outcome::reply(
+                texts::exclusion_fallback(lang),
+                "capability_excluded",
+            ));
+        }
+        if cx.pending.is_some() && is_cancel(message) {
+            let mut outcome = Outcome::reply(texts::cancelled(lang), "cancelled");
+            outcome.pending = PendingChange::Clear;
+            return Ok(outcome);
+        }
+        if let Some((loaded, args)) = self.continue_pending(cx) {
+            trace.selected(&loaded.offer.name, loaded.at.revision, "pending_operation");
+            return self.complete_and_execute(cx, trace, loaded, args, "clarified").await;
+        }
+
+        let started = Instant::now();
+        let planned = self
+            .planner
+            .plan(&PlanRequest {
+                policy: &cx.policy,
+                capabilities: &cx.capabilities.iter().map(|c| c.offer.clone()).collect::<Vec<_>>(),
+                history: &cx.history,
+                message,
+                image: cx.inbound.image.as_ref(),
+            })
+            .await;
+        trace.timing.selection_inference = started.elapsed();
+        let planned = planned?;
+        trace.timing.selection_inference_attempts = planned.attempts;
+        trace.timing.selection_retry_delay = planned.retry_delay;
+
+        match planned.plan {
+            Plan::Answer { text } => Ok(if answer_is_safe(&text, message) {
+                Outcome::reply(text, "answered")
+            } else {
+                tracing::warn!("planner answer refused: it states data no capability returned");
+                Outcome::reply(texts::no_capability(lang), "answer_refused")
+            }),
+            Plan::OutOfScope => Ok(Outcome::reply(
+                cx.policy.out_of_scope_response.clone(),
+                "out_of_scope",
+            )),
+            Plan::NoCapability => Ok(Outcome::reply(texts::no_capability(lang), "no_capability")
+                .with_gap("coverage_gap", "no_matching_capability", None)),
+            Plan::Call {
+                capability,
+                arguments,
+            } => {
+                // Rule 7: only an offered (active, read-only) capability.
+                let Some(loaded) = cx.capabilities.iter().find(|c| c.offer.name == capability)
+                else {
+                    tracing::warn!("planner proposed a capability that is not offered; refused");
+                    return Ok(Outcome::reply(texts::no_capability(lang), "capability_refused")
+                        .with_gap("agent_dead_end", "capability_refused", None));
+                };
+                // Rule 8: preparation only after an operation intent.
+                if loaded.offer.preparation && !has_operation_intent(message) {
+                    return Ok(Outcome::reply(
+                        texts::preparation_without_intent(lang),
+                        "preparation_without_intent",
+                    ));
+                }
+                trace.selected(&loaded.offer.name, loaded.at.revision, "matched");
+                let args = self.grounded_arguments(cx, loaded, arguments);
+                self.complete_and_execute(cx, trace, loaded, args, "known").await
+            }
+        }
+    }
+
+    /// Rule 2: keep only declared properties whose values the user wrote
+    /// (this message or an earlier one). With an image attached to this
+    /// turn, a model may read values from it: those cannot be checked
+    /// against text and are kept (the guest still validates them).
+    fn grounded_arguments(
+        &self,
+        cx: &Context<'_>,
+        loaded: &Loaded,
+        proposed: Map<String, Value>,
+    ) -> Map<String, Value> {
+        let declared = arguments::properties(&loaded.offer.input_schema);
+        let mut sources: Vec<&str> = vec![cx.inbound.body.as_str()];
+        sources.extend(
+            cx.history
+                .iter()
+                .filter(|h| h.role == Role::User)
+                .map(|h| h.text.as_str()),
+        );
+        let from_image = cx.inbound.image.is_some() && matches!(self.planner, Planner::OpenAi(_));
+        proposed
+            .into_iter()
+            .filter(|(name, value)| {
+                let Some(property) = declared.iter().find(|p| p.name == name) else {
+                    return false;
+                };
+                let ok = property.schema.get("const") == Some(value)
+                    || from_image
+                    || arguments::is_grounded(value, &sources);
+                if !ok {
+                    tracing::info!(property = %name, "argument dropped: not in the user's words");
+                }
+                ok
+            })
+            .collect()
+    }
+
+    /// Rule 12: a pending operation answered by this message.
+    fn continue_pending<'c>(&self, cx: &'c Context<'_>) -> Option<(&'c Loaded, Map<String, Value>)> {
+        let pending = cx.pending.as_ref()?;
+        let loaded = cx
+            .capabilities
+            .iter()
+            .find(|c| c.at.id == pending.capability_id && c.at.revision == pending.revision)?;
+        let properties = arguments::properties(&loaded.offer.input_schema);
+        let missing = properties.iter().find(|p| p.name == pending.missing)?;
+        let message = cx.inbound.body.as_str();
+        let mut candidates = missing.candidates(message);
+        let answer = if candidates.len() == 1 {
+            candidates.pop()
+        } else if candidates.is_empty() && pending.proposed.is_some() && is_yes(message) {
+            pending.proposed.clone()
+        } else if candidates.is_empty() && !is_no(message) {
+            missing.whole_answer(message)
+        } else {
+            None
+        }?;
+        let mut args = pending.arguments.clone();
+        args.insert(pending.missing.clone(), answer);
+        for (k, v) in arguments::extract(&loaded.offer.input_schema, message) {
+            args.entry(k).or_insert(v);
+        }
+        Some((loaded, args))
+    }
+
+    /// Fills what is missing from references (rule 4) and history (rule 3),
+    /// asks when it cannot (rule 2), then makes the one call (rule 1).
+    async fn complete_and_execute(
+        &self,
+        cx: &Context<'_>,
+        trace: &mut Trace,
+        loaded: &Loaded,
+        mut args: Map<String, Value>,
+        mut category: &'static str,
+    ) -> Result<Outcome, TurnError> {
+        let schema = &loaded.offer.input_schema;
+        let properties = arguments::properties(schema);
+        for name in arguments::required(schema) {
+            if args.contains_key(name) {
+                continue;
+            }
+            let Some(property) = properties.iter().find(|p| p.name == name) else {
+                continue;
+            };
+            if let Some(value) = reference_for(cx, loaded, name) {
+                args.insert(name.to_owned(), Value::String(value));
+                category = "reference";
+                continue;
+            }
+            let candidates = history_candidates(cx, property);
+            match candidates.as_slice() {
+                [one] => {
+                    args.insert(name.to_owned(), one.clone());
+                    category = "history";
+                }
+                _ => return Ok(self.ask(cx, loaded, args, property, candidates)),
+            }
+        }
+        self.execute(cx, trace, loaded, args, category).await
+    }
+
+    /// A clarification: the question, and the operation kept pending.
+    fn ask(
+        &self,
+        cx: &Context<'_>,
+        loaded: &Loaded,
+        args: Map<String, Value>,
+        property: &Property<'_>,
+        candidates: Vec<Value>,
+    ) -> Outcome {
+        let what = property.description().unwrap_or(property.name).to_owned();
+        let shown = |v: &Value| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let (text, proposed) = match candidates.split_first() {
+            Some((first, rest)) => (
+                texts::confirm_value(cx.language, &what, &shown(first), &rest.iter().map(shown).collect::<Vec<_>>()),
+                Some(first.clone()),
+            ),
+            None => (texts::ask_for(cx.language, &what), None),
+        };
+        let pending = PendingOperation {
+            capability_id: loaded.at.id.clone(),
+            revision: loaded.at.revision,
+            arguments: args,
+            missing: property.name.to_owned(),
+            proposed,
+        };
+        let mut outcome = Outcome::reply(
+            text,
+            if candidates.is_empty() { "clarification" } else { "confirmation" },
+        );
+        outcome.pending = PendingChange::Set(pending::seal(
+            &self.keyring,
+            cx.account,
+            &cx.conversation_id,
+            &pending,
+        ));
+        outcome.observation = Observation {
+            capability: loaded.offer.name.clone(),
+            argument_category: "missing",
+            fixture_result: "not_called",
+        };
+        outcome
+    }
+
+    async fn execute(
+        &self,
+        cx: &Context<'_>,
+        trace: &mut Trace,
+        loaded: &Loaded,
+        args: Map<String, Value>,
+        category: &'static str,
+    ) -> Result<Outcome, TurnError> {
+        let arguments = Value::Object(args.clone());
+        let started = Instant::now();
+        let report = self
+            .executor
+            .call(Call {
+                account: cx.account,
+                user_id: cx.inbound.user_id.as_deref(),
+                capability: &loaded.at,
+                arguments: &arguments,
+            })
+            .await;
+        trace.timing.execution = started.elapsed();
+        trace.timing.executor_attempts = report.attempts;
+        let name = loaded.offer.name.as_str();
+        let observe = |fixture: &'static str| Observation {
+            capability: name.to_owned(),
+            argument_category: category,
+            fixture_result: fixture,
+        };
+        let mut outcome = match report.outcome {
+            Ok(CallResult::Data(result)) => {
+                let empty = is_empty_result(&result);
+                trace.executed(name, loaded.at.revision, if empty { "empty" } else { "ok" });
+                let consumers = cx.capabilities.iter().map(|c| &c.at.definition);
+                let (set, clear) = references::harvest(name, &result, consumers);
+                let mut outcome = if empty {
+                    let mut o = Outcome::reply(texts::empty_result(cx.language), "empty_result");
+                    o.observation = observe("empty");
+                    o
+                } else {
+                    let mut o = self.reply_from_result(cx, trace, loaded, &result).await;
+                    o.observation = observe("non_empty");
+                    o
+                };
+                outcome.set_references = set;
+                outcome.clear_references = clear;
+                outcome
+            }
+            Ok(CallResult::Interaction(shaped)) => {
+                trace.executed(name, loaded.at.revision, "ok");
+                let mut o = interaction_outcome(cx, shaped);
+                o.observation = observe(if o.interaction.is_some() { "interaction" } else { "not_found" });
+                o
+            }
+            Err(CallFailure::ArgumentsInvalid(violations)) => {
+                // The guest refused an argument: ask for it, never guess.
+                trace.executed(name, loaded.at.revision, "arguments_invalid");
+                let properties = arguments::properties(&loaded.offer.input_schema);
+                let bad = violations
+                    .iter()
+                    .find_map(|v| {
+                        let top = v.pointer.trim_start_matches('/').split('/').next()?;
+                        properties.iter().find(|p| p.name == top)
+                    })
+                    .or_else(|| {
+                        let required = arguments::required(&loaded.offer.input_schema);
+                        properties.iter().find(|p| required.contains(&p.name))
+                    });
+                let mut args = args;
+                match bad {
+                    Some(property) => {
+                        args.remove(property.name);
+                        self.ask(cx, loaded, args, property, Vec::new())
+                    }
+                    None => Outcome::reply(texts::failed(cx.language), "capability_failed")
+                        .with_gap("agent_dead_end", "arguments_invalid", Some(name)),
+                }
+            }
+            Err(failure) => {
+                let reason = failure.reason_code();
+                trace.executed(name, loaded.at.revision, reason);
+                let mut o = Outcome::reply(texts::failed(cx.language), "capability_failed")
+                    .with_gap("agent_dead_end", reason, Some(name));
+                o.observation = observe("failed");
+                o
+            }
+        };
+        if matches!(outcome.pending, PendingChange::Keep) {
+            // The pending operation (if any) was answered or replaced.
+            outcome.pending = PendingChange::Clear;
+        }
+        Ok(outcome)
+    }
+
+    /// Rule 6: the planner's reply when it is grounded in the result, the
+    /// deterministic summary otherwise.
+    async fn reply_from_result(
+        &self,
+        cx: &Context<'_>,
+        trace: &mut Trace,
+        loaded: &Loaded,
+        result: &Value,
+    ) -> Outcome {
+        let started = Instant::now();
+        let written = self
+            .planner
+            .reply(&ReplyRequest {
+                policy: &cx.policy,
+                message: &cx.inbound.body,
+                capability: &loaded.offer,
+                result,
+            })
+            .await;
+        trace.timing.grounded_inference = started.elapsed();
+        let template = || texts::result_summary(cx.language, &facts(result));
+        match written {
+            Ok(Some(text)) if reply_is_grounded(&text, result, &cx.inbound.body) => {
+                Outcome::reply(text, "grounded")
+            }
+            Ok(Some(_)) => {
+                tracing::warn!("model reply refused: it is not grounded in the result");
+                Outcome::reply(template(), "grounded_template")
+            }
+            Ok(None) => Outcome::reply(template(), "grounded"),
+            Err(err) => {
+                tracing::warn!(error = %err, "grounded reply unavailable; using the template");
+                Outcome::reply(template(), "grounded_template")
+            }
+        }
+    }
+
+    async fn record_gap(
+        &self,
+        account: &AccountId,
+        cx: &Context<'_>,
+        kind: &str,
+        reason: &str,
+        capability: Option<String>,
+    ) {
+        let mode = match self.store.get_diagnostic_mode(account).await {
+            Ok(mode) => mode.unwrap_or_default(),
+            Err(err) => {
+                tracing::warn!(error = %err, "gap event not recorded");
+                return;
+            }
+        };
+        let event = GapEvent {
+            id: super::new_id("gap_"),
+            kind: kind.to_owned(),
+            reason_code: reason.to_owned(),
+            conversation_id: Some(cx.conversation_id.clone()),
+            capability,
+            message_text: (mode == DiagnosticMode::Text).then(|| cx.inbound.body.clone()),
+            occurred_at: now_millis(),
+        };
+        if let Err(err) = self.store.record_gap_event(account, &event).await {
+            tracing::warn!(error = %err, "gap event not recorded");
+        }
+    }
+}
+
+/// Rule 4: the bound reference for `input`, if this conversation holds one.
+fn reference_for(cx: &Context<'_>, loaded: &Loaded, input: &str) -> Option<String> {
+    let (from, field) = references::binding(&loaded.at.definition, input)?;
+    cx.references
+        .iter()
+        .find(|r| r.capability == from && r.field == field)
+        .map(|r| r.value.clone())
+}
+
+/// Rule 3: distinct values for `property` in earlier user messages, most
+/// recent first.
+fn history_candidates(cx: &Context<'_>, property: &Property<'_>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for entry in cx.history.iter().rev().filter(|h| h.role == Role::User) {
+        for value in property.candidates(&entry.text) {
+            if !out.contains(&value) {
+                out.push(value);
+            }
+        }
+    }
+    out
+}
+
+/// Rules 9 and 10: the closed interaction. Opaque refs go into the response
+/// object only; the stored record and the text never carry them.
+fn interaction_outcome(cx: &Context<'_>, shaped: ShapedInteraction) -> Outcome {
+    if shaped.kind == InteractionKind::NotFound {
+        let mut o = Outcome::reply(texts::NOT_FOUND, "not_found");
+        o.pending = PendingChange::Clear;
+        return o;
+    }
+    let public: Value = serde_json::from_str(&shaped.public).unwrap_or(Value::Null);
+    let refs: Value = serde_json::from_str(&shaped.refs).unwrap_or(Value::Null);
+    let interaction_id = super::new_id("int_");
+    let operation = public["operation"].as_str().unwrap_or_default().to_owned();
+    let now = now_millis();
+    let expires_at = public["expires_at"]
+        .as_str()
+        .and_then(parse_any_offset)
+        .unwrap_or(now + MAX_INTERACTION_MILLIS)
+        .min(now + MAX_INTERACTION_MILLIS);
+    let mut object = json!({"interaction_id": interaction_id, "owner": "host"});
+    if let (Value::Object(target), Value::Object(fields)) = (&mut object, &public) {
+        for (k, v) in fields {
+            target.insert(k.clone(), v.clone());
+        }
+    }
+    object["expires_at"] = json!(to_rfc3339(expires_at));
+    let (kind, text) = match shaped.kind {
+        InteractionKind::Selection => {
+            object["selection_ref"] = refs["selection_ref"].clone();
+            if let (Some(options), Some(option_refs)) = (
+                object["options"].as_array_mut(),
+                refs["option_refs"].as_array(),
+            ) {
+                for (option, r) in options.iter_mut().zip(option_refs) {
+                    option["option_ref"] = r.clone();
+                }
+            }
+            let title = public["title"].as_str().unwrap_or_default();
+            ("selection", texts::choose_option(cx.language, title))
+        }
+        _ => {
+            object["operation_ref"] = refs["operation_ref"].clone();
+            let title = public["preview"]["title"].as_str().unwrap_or_default();
+            ("confirm_operation", texts::confirm_interaction(cx.language, title))
+        }
+    };
+    let mut o = Outcome::reply(text, "interaction_required");
+    o.interaction = Some((object, interaction_id, kind, operation, expires_at));
+    o.pending = PendingChange::Clear;
+    o
+}
+
+fn parse_any_offset(text: &str) -> Option<i64> {
+    let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
+/// The account's policy with platform defaults for what it leaves out
+/// (contract 3.3: an absent policy is not an error at runtime).
+fn effective_policy(
+    policy: Option<&crate::domain::policy::AgentPolicy>,
+    language: Language,
+) -> EffectivePolicy {
+    let topics: Vec<(String, String)> = policy
+        .and_then(|p| p.allowed_topics.as_ref())
+        .map(|t| t.iter().map(|t| (t.name.clone(), t.description.clone())).collect())
+        .unwrap_or_default();
+    EffectivePolicy {
+        instructions: policy
+            .and_then(|p| p.instructions.clone())
+            .unwrap_or_else(|| DEFAULT_INSTRUCTIONS.to_owned()),
+        out_of_scope_response: policy
+            .and_then(|p| p.out_of_scope_response.clone())
+            .unwrap_or_else(|| texts::out_of_scope_default(language, &topics)),
+        topics,
+    }
+}
+
+/// Platform default instructions when the account set none.
+pub const DEFAULT_INSTRUCTIONS: &str = "Answer in the user's language. Help only with what the \
+available capabilities can look up. Ask when information is missing or ambiguous; never invent \
+data; never reveal internal identifiers or personal data the user did not provide.";

@@ -1,0 +1,33 @@
+//! The conversation engine: one user turn from message to grounded reply,
+//! with every runtime rule of contract section 1 enforced in `engine`,
+//! whichever planner proposed what.
+//!
+//! - `engine`: the turn (load → decide → call at most once → store → answer);
+//! - `planner`: the built-in and the OpenAI-compatible planners;
+//! - `arguments`: values from the user's words; `references`: rule 4;
+//!   `pending`: rule 12; `grounding`: rules 5 and 6; `language`: the
+//!   clauses the engine recognises; `texts`: its fixed replies;
+//!   `trace`: the capability trace (2.4).
+
+pub mod arguments;
+pub mod engine;
+pub mod grounding;
+pub mod language;
+pub mod pending;
+pub mod planner;
+pub mod references;
+pub mod texts;
+pub mod trace;
+
+pub use engine::{Engine, TurnError};
+
+/// A new opaque identifier: `prefix` + 24 random lowercase letters or digits.
+pub fn new_id(prefix: &str) -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rngs::OsRng;
+    let suffix: String = (0..24)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect();
+    format!("{prefix}{suffix}")
+}

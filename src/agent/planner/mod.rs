@@ -1,0 +1,145 @@
+//! Planners: what to do with one user turn. A planner only *proposes*
+//! (call one capability with arguments, ask, answer); the engine
+//! (`crate::agent::engine`) enforces every runtime rule of contract section 1
+//! on the proposal, whichever planner made it, so a model cannot break them.
+//!
+//! Two planners, chosen by configuration (`crate::cli::PlannerArgs`):
+//! - [`builtin`]: deterministic, no network, the default;
+//! - [`openai`]: any OpenAI-compatible chat-completions backend.
+
+pub mod builtin;
+pub mod openai;
+
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+use crate::channel::image::InboundImage;
+
+/// A capability as a planner sees it: no id, no URL, no credential, no
+/// revision (contract 1, rule 5). `name` is the tool name.
+#[derive(Debug, Clone)]
+pub struct CapabilityOffer {
+    pub name: String,
+    pub description: String,
+    pub when_to_use: String,
+    /// The definition's `examples` entries, as published.
+    pub examples: Vec<Value>,
+    pub input_schema: Value,
+    /// `result_handling: host_interaction`: a preparation capability, to be
+    /// proposed only after the user expresses an operation intent (rule 8).
+    pub preparation: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One earlier message of the conversation, oldest first. Never holds an
+/// opaque reference, an image or a raw result (rules 10, 11).
+#[derive(Debug, Clone)]
+pub struct HistoryEntry {
+    pub role: Role,
+    pub text: String,
+}
+
+/// The account's agent policy with platform defaults filled in.
+#[derive(Debug, Clone)]
+pub struct EffectivePolicy {
+    pub instructions: String,
+    /// `(name, description)`; empty means no topic restriction.
+    pub topics: Vec<(String, String)>,
+    pub out_of_scope_response: String,
+}
+
+pub struct PlanRequest<'a> {
+    pub policy: &'a EffectivePolicy,
+    /// The account's active capabilities, already filtered by the engine.
+    pub capabilities: &'a [CapabilityOffer],
+    /// Bounded history, oldest first, without the current message.
+    pub history: &'a [HistoryEntry],
+    pub message: &'a str,
+    /// Held in memory for this turn only.
+    pub image: Option<&'a InboundImage>,
+}
+
+/// What a planner proposes for a turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// Call one capability (by name) with these arguments. The engine checks
+    /// the name, drops ungrounded values and asks for what is missing.
+    Call {
+        capability: String,
+        arguments: Map<String, Value>,
+    },
+    /// Reply without calling anything (greeting, clarification of intent).
+    /// The engine refuses text that carries data no capability returned.
+    Answer { text: String },
+    /// The message is outside the policy's topics.
+    OutOfScope,
+    /// In scope, but no capability fits: a coverage gap.
+    NoCapability,
+}
+
+#[derive(Debug, Clone)]
+pub struct PlanOutcome {
+    pub plan: Plan,
+    /// Inference calls made (0 for the built-in planner).
+    pub attempts: u32,
+    /// Time spent waiting between retried inference calls.
+    pub retry_delay: Duration,
+}
+
+/// The second step of a turn: a reply written from the pruned result only.
+pub struct ReplyRequest<'a> {
+    pub policy: &'a EffectivePolicy,
+    pub message: &'a str,
+    pub capability: &'a CapabilityOffer,
+    /// The pruned, validated result (never raw, never with opaque refs).
+    pub result: &'a Value,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlannerError {
+    /// The backend is down, timed out or answered garbage: 503
+    /// `INFERENCE_UNAVAILABLE`.
+    #[error("the inference backend is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// The configured planner (enum dispatch: no boxed futures on the hot path).
+#[derive(Clone)]
+pub enum Planner {
+    Builtin(builtin::BuiltinPlanner),
+    OpenAi(openai::OpenAiPlanner),
+}
+
+impl Planner {
+    pub async fn plan(&self, request: &PlanRequest<'_>) -> Result<PlanOutcome, PlannerError> {
+        match self {
+            Planner::Builtin(p) => Ok(p.plan(request)),
+            Planner::OpenAi(p) => p.plan(request).await,
+        }
+    }
+
+    /// A grounded reply, or `None` to let the engine use its deterministic
+    /// template (the built-in planner always does).
+    pub async fn reply(&self, request: &ReplyRequest<'_>) -> Result<Option<String>, PlannerError> {
+        match self {
+            Planner::Builtin(_) => Ok(None),
+            Planner::OpenAi(p) => p.reply(request).await.map(Some),
+        }
+    }
+
+    /// The model name reported in benchmark observations.
+    pub fn model(&self) -> &str {
+        match self {
+            Planner::Builtin(_) => builtin::MODEL_NAME,
+            Planner::OpenAi(p) => p.model(),
+        }
+    }
+}
+
+/// Arguments as a JSON object map.
+pub type Arguments = Map<String, Value>;

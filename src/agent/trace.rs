@@ -1,0 +1,65 @@
+//! The capability trace of a turn (contract 2.4, version `v1`): ordered
+//! events and where the time went, measured for real.
+
+use serde_json::{Value, json};
+use std::time::Duration;
+
+#[derive(Debug, Default, Clone)]
+pub struct Timing {
+    pub preparation: Duration,
+    pub selection_inference: Duration,
+    pub selection_retry_delay: Duration,
+    pub execution: Duration,
+    pub grounded_inference: Duration,
+    pub selection_inference_attempts: u32,
+    pub executor_attempts: u32,
+}
+
+#[derive(Debug, Default)]
+pub struct Trace {
+    events: Vec<Value>,
+    pub timing: Timing,
+}
+
+impl Trace {
+    fn push(&mut self, mut event: Value) {
+        event["ordinal"] = json!(self.events.len() + 1);
+        self.events.push(event);
+    }
+
+    pub fn selected(&mut self, capability: &str, revision: i64, reason_code: &str) {
+        self.push(json!({"stage": "selection", "status": "selected", "capability": capability,
+            "revision": revision, "reason_code": reason_code}));
+    }
+
+    pub fn executed(&mut self, capability: &str, revision: i64, reason_code: &str) {
+        self.push(json!({"stage": "execution", "status": "result_received", "capability": capability,
+            "revision": revision, "reason_code": reason_code}));
+    }
+
+    pub fn responded(&mut self, reason_code: &str) {
+        self.push(json!({"stage": "response_generation", "status": "response_generated",
+            "reason_code": reason_code}));
+    }
+
+    pub fn render(&self, run_id: &str, message_id: &str, e2e: Duration) -> Value {
+        let ms = |d: Duration| d.as_millis() as u64;
+        let t = &self.timing;
+        json!({
+            "version": "v1",
+            "run_id": run_id,
+            "message_id": message_id,
+            "events": self.events,
+            "timing": {
+                "preparation_ms": ms(t.preparation),
+                "selection_inference_ms": ms(t.selection_inference),
+                "selection_retry_delay_ms": ms(t.selection_retry_delay),
+                "execution_ms": ms(t.execution),
+                "grounded_inference_ms": ms(t.grounded_inference),
+                "e2e_processing_ms": ms(e2e),
+                "selection_inference_attempts": t.selection_inference_attempts,
+                "executor_attempts": t.executor_attempts,
+            }
+        })
+    }
+}

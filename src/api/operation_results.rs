@@ -1,0 +1,161 @@
+//! `POST /v1/conversations/{conversationId}/operation-results` (contract
+//! 2.11, 4.2): the host reports the terminal status of an operation it ran
+//! after an interaction. The service never calls the host here; it closes
+//! the interaction and appends a deterministic text to the conversation.
+//!
+//! Order of checks: key (401) → path (400) → body (400, 413) →
+//! Idempotency-Key (400; replay, 409 reuse or in flight) → conversation and
+//! interaction (404) → operation (400) → closed (409) → expired (410).
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::auth::Caller;
+use super::error::ApiError;
+use super::idempotent;
+use super::json_body::JsonBody;
+use crate::agent::{new_id, texts};
+use crate::clock::now_millis;
+use crate::domain::text::check_bounded;
+use crate::store::conversations::{CloseOutcome, INTERACTION_PENDING, NewMessage};
+use crate::store::idempotency::Completion;
+
+pub const MAX_BODY_BYTES: usize = 8 * 1024;
+pub const MAX_CONVERSATION_ID_CHARS: usize = 128;
+/// The terminal statuses a host may report.
+pub const TERMINAL_STATUSES: [&str; 5] = ["succeeded", "failed", "cancelled", "rejected", "expired"];
+/// What must never be sent here (contract 2.11): references, mutation
+/// arguments, result bodies, user-authored messages.
+const FORBIDDEN_FIELDS: [&str; 14] = [
+    "operation_ref",
+    "selection_ref",
+    "option_ref",
+    "arguments",
+    "mutation",
+    "parameters",
+    "result",
+    "results",
+    "data",
+    "body",
+    "message",
+    "messages",
+    "text",
+    "user_message",
+];
+
+struct Report {
+    interaction_id: String,
+    operation: String,
+    status: String,
+}
+
+fn parse_report(body: &Value) -> Result<Report, ApiError> {
+    let bad = |m: String| ApiError::BadRequest(m);
+    let object = body
+        .as_object()
+        .ok_or_else(|| bad("the body must be a JSON object".into()))?;
+    for key in object.keys() {
+        if FORBIDDEN_FIELDS.contains(&key.as_str()) {
+            return Err(bad(format!(
+                "{key:?} must not be sent: report only interaction_id, operation and status"
+            )));
+        }
+        if !["interaction_id", "operation", "status"].contains(&key.as_str()) {
+            return Err(bad(format!("unknown property {key:?}")));
+        }
+    }
+    let field = |name: &str, max: usize| -> Result<String, ApiError> {
+        let text = object
+            .get(name)
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad(format!("{name} is required and must be a string")))?;
+        check_bounded(name, text, 1, max).map_err(bad)?;
+        Ok(text.to_owned())
+    };
+    let report = Report {
+        interaction_id: field("interaction_id", 128)?,
+        operation: field("operation", 64)?,
+        status: field("status", 32)?,
+    };
+    if !TERMINAL_STATUSES.contains(&report.status.as_str()) {
+        return Err(bad(format!(
+            "status must be one of {}",
+            TERMINAL_STATUSES.join(", ")
+        )));
+    }
+    Ok(report)
+}
+
+pub async fn report_operation_result(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(conversation_id): Path<String>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<MAX_BODY_BYTES>,
+) -> Result<Response, ApiError> {
+    check_bounded("conversationId", &conversation_id, 1, MAX_CONVERSATION_ID_CHARS)
+        .map_err(ApiError::BadRequest)?;
+    let report = parse_report(&body)?;
+    let account = &caller.account;
+    let operation = format!("POST /v1/conversations/{conversation_id}/operation-results");
+    let store = app.store.clone();
+    idempotent::run(&app, account, &headers, &operation, &body, |key| async move {
+        store
+            .find_conversation(account, &conversation_id)
+            .await?
+            .ok_or(ApiError::NotFound("no such conversation"))?;
+        let interaction = store
+            .find_interaction(account, &conversation_id, &report.interaction_id)
+            .await?
+            .ok_or(ApiError::NotFound("no such interaction in this conversation"))?;
+        if interaction.operation != report.operation {
+            return Err(ApiError::BadRequest(
+                "operation does not name this interaction's operation".into(),
+            ));
+        }
+        if interaction.status != INTERACTION_PENDING {
+            return Err(ApiError::Conflict(format!(
+                "the interaction is already closed ({})",
+                interaction.status
+            )));
+        }
+        if interaction.expires_at <= now_millis() {
+            return Err(ApiError::Gone("the interaction has expired".into()));
+        }
+        let message_id = new_id("msg_");
+        let text = texts::operation_reported(&report.status);
+        let response = json!({
+            "conversation_id": conversation_id,
+            "interaction_id": report.interaction_id,
+            "operation": report.operation,
+            "status": report.status,
+            "message": {"id": message_id, "role": "assistant", "type": "text", "body": text},
+        })
+        .to_string();
+        let completion = Completion {
+            key: &key,
+            status: StatusCode::OK.as_u16(),
+            body: &response,
+        };
+        let message = NewMessage {
+            id: &message_id,
+            body: text,
+            metadata: None,
+        };
+        match store
+            .close_interaction(account, &interaction, &report.status, &message, &completion)
+            .await?
+        {
+            CloseOutcome::Closed => {}
+            CloseOutcome::AlreadyClosed => {
+                return Err(ApiError::Conflict("the interaction is already closed".into()));
+            }
+        }
+        tracing::info!(interaction = %report.interaction_id, status = %report.status, "host operation result recorded");
+        Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], response).into_response())
+    })
+    .await
+}
