@@ -7,7 +7,7 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::oneshot;
 use warden::cli::{
-    AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, ServeArgs,
+    AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, PlannerArgs, ServeArgs,
 };
 use warden::startup::Application;
 use warden::store::Store;
@@ -226,6 +226,16 @@ impl TestApp {
     }
 
     async fn spawn_with(db: TestDb, dev_allow_loopback: bool) -> Self {
+        Self::spawn_configured(db, dev_allow_loopback, Default::default()).await
+    }
+
+    /// A loopback-enabled server whose planner is configured by `planner`
+    /// (an OpenAI-compatible backend, typically the test's fake).
+    pub async fn spawn_with_planner(backend: Backend, planner: PlannerArgs) -> Self {
+        Self::spawn_configured(TestDb::new(backend).await, true, planner).await
+    }
+
+    async fn spawn_configured(db: TestDb, dev_allow_loopback: bool, planner: PlannerArgs) -> Self {
         let serve = ServeArgs {
             listen: "127.0.0.1:0".parse().unwrap(),
             sandbox: warden::cli::SandboxArgs {
@@ -233,7 +243,7 @@ impl TestApp {
                 guest_cache_dir: Some(guest_cache_dir()),
                 dev_allow_loopback,
             },
-            planner: Default::default(),
+            planner,
         };
         let keys = MasterKeyArgs {
             master_key: Some(MASTER_KEY.into()),

@@ -10,6 +10,7 @@ mod capabilities;
 mod capability_rules;
 mod channel;
 mod conversation_rules;
+mod conversation_rules_model;
 mod crash;
 mod credentials;
 mod diagnostics;

@@ -172,6 +172,28 @@ async fn malformed_arguments_then_good_ones_are_used() {
 }
 
 #[tokio::test]
+async fn malformed_arguments_then_a_failure_still_propose_the_tool() {
+    let (fake, outcome) = plan_with(vec![
+        FakeReply::ToolCall {
+            name: "order_status".into(),
+            arguments: "not json".into(),
+        },
+        FakeReply::Status(500),
+    ])
+    .await;
+    let outcome = outcome.unwrap();
+    assert_eq!(
+        outcome.plan,
+        Plan::Call {
+            capability: "order_status".into(),
+            arguments: serde_json::Map::new(),
+        }
+    );
+    assert_eq!(outcome.attempts, 2);
+    assert_eq!(fake.requests().len(), 2, "never more than two calls");
+}
+
+#[tokio::test]
 async fn text_becomes_an_answer() {
     let (_fake, outcome) =
         plan_with(vec![FakeReply::text("  ¿Cuál es tu número de pedido?\n")]).await;

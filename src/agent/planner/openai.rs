@@ -95,10 +95,12 @@ impl OpenAiPlanner {
     }
 
     /// One turn's proposal. Malformed tool arguments are retried once, then
-    /// proposed as a call without arguments (the engine asks for them).
+    /// proposed as a call without arguments (the engine asks for them); the
+    /// same holds when the retry itself fails: the model did choose a tool.
     pub async fn plan(&self, request: &PlanRequest<'_>) -> Result<PlanOutcome, PlannerError> {
         let body = plan_body(&self.config.model, request);
         let mut budget = Budget::default();
+        let mut chosen: Option<String> = None;
         loop {
             let proposal = self
                 .complete_with_retry(&body, &mut budget)
@@ -109,10 +111,16 @@ impl OpenAiPlanner {
                 Ok(Proposal::MalformedCall(capability)) if budget.exhausted() => {
                     return Ok(budget.outcome(call_without_arguments(capability)));
                 }
-                Ok(Proposal::MalformedCall(_)) => {
+                Ok(Proposal::MalformedCall(capability)) => {
                     tracing::warn!("the model sent malformed tool arguments; asking again");
+                    chosen = Some(capability);
                 }
-                Err(reason) => return Err(PlannerError::Unavailable(reason)),
+                Err(reason) => {
+                    return match chosen {
+                        Some(capability) => Ok(budget.outcome(call_without_arguments(capability))),
+                        None => Err(PlannerError::Unavailable(reason)),
+                    };
+                }
             }
         }
     }
