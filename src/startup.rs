@@ -114,7 +114,10 @@ async fn housekeeping(store: Store) {
         let day_ago = crate::clock::now_millis() - 24 * 60 * 60 * 1000;
         match store.purge_expired_channel_state(day_ago).await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(purged = n, "expired client event ids and pending operations purged"),
+            Ok(n) => tracing::info!(
+                purged = n,
+                "expired client event ids and pending operations purged"
+            ),
             Err(err) => tracing::warn!(error = %err, "could not purge expired channel state"),
         }
     }
@@ -133,12 +136,14 @@ fn planner(args: &PlannerArgs) -> anyhow::Result<Planner> {
         .context("WARDEN_INFERENCE_MODEL is required with WARDEN_INFERENCE_URL")?;
     url::Url::parse(url).with_context(|| format!("WARDEN_INFERENCE_URL {url:?} is not a URL"))?;
     tracing::info!(url = %url, model = %model, "planner: OpenAI-compatible backend");
-    Ok(Planner::OpenAi(openai::OpenAiPlanner::new(openai::OpenAiConfig {
-        url: url.clone(),
-        model,
-        api_key: args.inference_api_key.clone(),
-        timeout: std::time::Duration::from_millis(args.inference_timeout_ms),
-    })))
+    Ok(Planner::OpenAi(openai::OpenAiPlanner::new(
+        openai::OpenAiConfig {
+            url: url.clone(),
+            model,
+            api_key: args.inference_api_key.clone(),
+            timeout: std::time::Duration::from_millis(args.inference_timeout_ms),
+        },
+    )))
 }
 
 fn backend_label(kind: &DatabaseKind) -> &'static str {

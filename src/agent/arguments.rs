@@ -251,17 +251,20 @@ mod tests {
 
     fn schema() -> Value {
         json!({"type": "object", "additionalProperties": false, "required": ["order"],
-            "properties": {
-                "order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z]-[0-9]+$"},
-                "channel": {"type": "string", "maxLength": 10, "enum": ["web", "tienda física"]},
-                "customer": {"type": "string", "maxLength": 60},
-                "count": {"type": "integer"}
-            }})
+        "properties": {
+            "order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z]-[0-9]+$"},
+            "channel": {"type": "string", "maxLength": 10, "enum": ["web", "tienda física"]},
+            "customer": {"type": "string", "maxLength": 60},
+            "count": {"type": "integer"}
+        }})
     }
 
     #[test]
     fn fills_only_from_the_users_words() {
-        let got = extract(&schema(), "¿Dónde está mi pedido A-1001? Lo compré en la tienda física, customer: Ana Pérez");
+        let got = extract(
+            &schema(),
+            "¿Dónde está mi pedido A-1001? Lo compré en la tienda física, customer: Ana Pérez",
+        );
         assert_eq!(got["order"], "A-1001");
         assert_eq!(got["channel"], "tienda física");
         assert_eq!(got["customer"], "Ana Pérez");

@@ -183,14 +183,16 @@ impl Engine {
         let user_message_id = super::new_id("msg_");
         let metadata = (!inbound.metadata.is_empty())
             .then(|| Value::Object(inbound.metadata.clone()).to_string());
-        let interaction_record = outcome.interaction.as_ref().map(|(_, id, kind, op, exp)| {
-            NewInteraction {
-                id,
-                kind,
-                operation: op,
-                expires_at: *exp,
-            }
-        });
+        let interaction_record =
+            outcome
+                .interaction
+                .as_ref()
+                .map(|(_, id, kind, op, exp)| NewInteraction {
+                    id,
+                    kind,
+                    operation: op,
+                    expires_at: *exp,
+                });
         let record = TurnRecord {
             conversation_id: &context.conversation_id,
             new_conversation: existing.is_none().then_some(inbound.user_id.as_deref()),
@@ -326,7 +328,9 @@ impl Engine {
         }
         if let Some((loaded, args)) = self.continue_pending(cx) {
             trace.selected(&loaded.offer.name, loaded.at.revision, "pending_operation");
-            return self.complete_and_execute(cx, trace, loaded, args, "clarified").await;
+            return self
+                .complete_and_execute(cx, trace, loaded, args, "clarified")
+                .await;
         }
 
         let started = Instant::now();
@@ -334,7 +338,11 @@ impl Engine {
             .planner
             .plan(&PlanRequest {
                 policy: &cx.policy,
-                capabilities: &cx.capabilities.iter().map(|c| c.offer.clone()).collect::<Vec<_>>(),
+                capabilities: &cx
+                    .capabilities
+                    .iter()
+                    .map(|c| c.offer.clone())
+                    .collect::<Vec<_>>(),
                 history: &cx.history,
                 message,
                 image: cx.inbound.image.as_ref(),
@@ -366,8 +374,13 @@ impl Engine {
                 let Some(loaded) = cx.capabilities.iter().find(|c| c.offer.name == capability)
                 else {
                     tracing::warn!("planner proposed a capability that is not offered; refused");
-                    return Ok(Outcome::reply(texts::no_capability(lang), "capability_refused")
-                        .with_gap("agent_dead_end", "capability_refused", None));
+                    return Ok(
+                        Outcome::reply(texts::no_capability(lang), "capability_refused").with_gap(
+                            "agent_dead_end",
+                            "capability_refused",
+                            None,
+                        ),
+                    );
                 };
                 // Rule 8: preparation only after an operation intent.
                 if loaded.offer.preparation && !has_operation_intent(message) {
@@ -378,7 +391,8 @@ impl Engine {
                 }
                 trace.selected(&loaded.offer.name, loaded.at.revision, "matched");
                 let args = self.grounded_arguments(cx, loaded, arguments);
-                self.complete_and_execute(cx, trace, loaded, args, "known").await
+                self.complete_and_execute(cx, trace, loaded, args, "known")
+                    .await
             }
         }
     }
@@ -420,7 +434,10 @@ impl Engine {
     }
 
     /// Rule 12: a pending operation answered by this message.
-    fn continue_pending<'c>(&self, cx: &'c Context<'_>) -> Option<(&'c Loaded, Map<String, Value>)> {
+    fn continue_pending<'c>(
+        &self,
+        cx: &'c Context<'_>,
+    ) -> Option<(&'c Loaded, Map<String, Value>)> {
         let pending = cx.pending.as_ref()?;
         let loaded = cx
             .capabilities
@@ -499,7 +516,12 @@ impl Engine {
         };
         let (text, proposed) = match candidates.split_first() {
             Some((first, rest)) => (
-                texts::confirm_value(cx.language, &what, &shown(first), &rest.iter().map(shown).collect::<Vec<_>>()),
+                texts::confirm_value(
+                    cx.language,
+                    &what,
+                    &shown(first),
+                    &rest.iter().map(shown).collect::<Vec<_>>(),
+                ),
                 Some(first.clone()),
             ),
             None => (texts::ask_for(cx.language, &what), None),
@@ -513,7 +535,11 @@ impl Engine {
         };
         let mut outcome = Outcome::reply(
             text,
-            if candidates.is_empty() { "clarification" } else { "confirmation" },
+            if candidates.is_empty() {
+                "clarification"
+            } else {
+                "confirmation"
+            },
         );
         outcome.pending = PendingChange::Set(pending::seal(
             &self.keyring,
@@ -578,7 +604,11 @@ impl Engine {
             Ok(CallResult::Interaction(shaped)) => {
                 trace.executed(name, loaded.at.revision, "ok");
                 let mut o = interaction_outcome(cx, shaped);
-                o.observation = observe(if o.interaction.is_some() { "interaction" } else { "not_found" });
+                o.observation = observe(if o.interaction.is_some() {
+                    "interaction"
+                } else {
+                    "not_found"
+                });
                 o
             }
             Err(CallFailure::ArgumentsInvalid(violations)) => {
@@ -753,7 +783,10 @@ fn interaction_outcome(cx: &Context<'_>, shaped: ShapedInteraction) -> Outcome {
         _ => {
             object["operation_ref"] = refs["operation_ref"].clone();
             let title = public["preview"]["title"].as_str().unwrap_or_default();
-            ("confirm_operation", texts::confirm_interaction(cx.language, title))
+            (
+                "confirm_operation",
+                texts::confirm_interaction(cx.language, title),
+            )
         }
     };
     let mut o = Outcome::reply(text, "interaction_required");
@@ -763,8 +796,8 @@ fn interaction_outcome(cx: &Context<'_>, shaped: ShapedInteraction) -> Outcome {
 }
 
 fn parse_any_offset(text: &str) -> Option<i64> {
-    let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .ok()?;
+    let t =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
@@ -776,7 +809,11 @@ fn effective_policy(
 ) -> EffectivePolicy {
     let topics: Vec<(String, String)> = policy
         .and_then(|p| p.allowed_topics.as_ref())
-        .map(|t| t.iter().map(|t| (t.name.clone(), t.description.clone())).collect())
+        .map(|t| {
+            t.iter()
+                .map(|t| (t.name.clone(), t.description.clone()))
+                .collect()
+        })
         .unwrap_or_default();
     EffectivePolicy {
         instructions: policy

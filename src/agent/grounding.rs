@@ -98,7 +98,12 @@ mod tests {
 
     #[test]
     fn empty_results() {
-        for empty in [json!(null), json!({}), json!([]), json!({"orders": [], "note": ""})] {
+        for empty in [
+            json!(null),
+            json!({}),
+            json!([]),
+            json!({"orders": [], "note": ""}),
+        ] {
             assert!(is_empty_result(&empty), "{empty}");
         }
         assert!(!is_empty_result(&json!({"status": "shipped"})));
@@ -116,10 +121,25 @@ mod tests {
     #[test]
     fn invented_numbers_and_identifiers_are_caught() {
         let result = json!({"status": "shipped", "eta_days": 3});
-        assert!(reply_is_grounded("Your order shipped; it arrives in 3 days.", &result, "order A-1"));
-        assert!(!reply_is_grounded("It arrives in 5 days.", &result, "order A-1"));
-        assert!(!reply_is_grounded("Shipped (cap_abc123 rev 1).", &result, ""));
+        assert!(reply_is_grounded(
+            "Your order shipped; it arrives in 3 days.",
+            &result,
+            "order A-1"
+        ));
+        assert!(!reply_is_grounded(
+            "It arrives in 5 days.",
+            &result,
+            "order A-1"
+        ));
+        assert!(!reply_is_grounded(
+            "Shipped (cap_abc123 rev 1).",
+            &result,
+            ""
+        ));
         assert!(answer_is_safe("¡Hola! ¿En qué puedo ayudarte?", "hola"));
-        assert!(!answer_is_safe("Tu pedido llega el 12 de mayo.", "¿dónde está mi pedido?"));
+        assert!(!answer_is_safe(
+            "Tu pedido llega el 12 de mayo.",
+            "¿dónde está mi pedido?"
+        ));
     }
 }

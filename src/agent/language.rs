@@ -124,15 +124,27 @@ pub fn is_yes(text: &str) -> bool {
         && w.iter().any(|x| {
             matches!(
                 x.as_str(),
-                "si" | "sí" | "claro" | "correcto" | "confirmo" | "exacto" | "vale" | "yes" | "yep"
-                    | "correct" | "confirm" | "ok" | "okay"
+                "si" | "sí"
+                    | "claro"
+                    | "correcto"
+                    | "confirmo"
+                    | "exacto"
+                    | "vale"
+                    | "yes"
+                    | "yep"
+                    | "correct"
+                    | "confirm"
+                    | "ok"
+                    | "okay"
             )
         })
 }
 
 pub fn is_no(text: &str) -> bool {
     let w = words(text);
-    w.len() <= 6 && w.iter().any(|x| matches!(x.as_str(), "no" | "nope" | "incorrecto"))
+    w.len() <= 6
+        && w.iter()
+            .any(|x| matches!(x.as_str(), "no" | "nope" | "incorrecto"))
 }
 
 pub fn is_greeting(text: &str) -> bool {
@@ -150,14 +162,13 @@ pub fn is_greeting(text: &str) -> bool {
 /// never taken as argument values.
 pub fn is_stopword(word: &str) -> bool {
     const STOP: &[&str] = &[
-        "a", "al", "como", "con", "cual", "cuales", "de", "del", "el", "en",
-        "es", "esta", "este", "esto", "hay", "la", "las", "lo", "los", "me", "mi", "mis", "muy",
-        "no", "para", "pero", "por", "que", "se", "si", "sin", "su", "sus", "te", "tengo", "tu",
-        "un", "una", "uno", "y", "ya", "yo", "quiero", "saber", "dime", "puedes", "favor", "hola",
-        "an", "and", "are", "can", "do", "does", "for", "from", "how", "i", "is", "it", "me",
-        "my", "of", "on", "or", "please", "the", "this", "to", "what", "which",
-        "who", "with", "you", "your", "want", "know", "tell", "about", "use", "user",
-        "asks", "pregunta", "usuario",
+        "a", "al", "como", "con", "cual", "cuales", "de", "del", "el", "en", "es", "esta", "este",
+        "esto", "hay", "la", "las", "lo", "los", "me", "mi", "mis", "muy", "no", "para", "pero",
+        "por", "que", "se", "si", "sin", "su", "sus", "te", "tengo", "tu", "un", "una", "uno", "y",
+        "ya", "yo", "quiero", "saber", "dime", "puedes", "favor", "hola", "an", "and", "are",
+        "can", "do", "does", "for", "from", "how", "i", "is", "it", "me", "my", "of", "on", "or",
+        "please", "the", "this", "to", "what", "which", "who", "with", "you", "your", "want",
+        "know", "tell", "about", "use", "user", "asks", "pregunta", "usuario",
     ];
     word.chars().count() < 3 || STOP.contains(&word)
 }
@@ -206,7 +217,11 @@ mod tests {
         ] {
             assert!(has_exclusion_clause(yes), "{yes}");
         }
-        for no in ["¿Dónde está mi pedido?", "I use the app daily", "No, gracias"] {
+        for no in [
+            "¿Dónde está mi pedido?",
+            "I use the app daily",
+            "No, gracias",
+        ] {
             assert!(!has_exclusion_clause(no), "{no}");
         }
     }
@@ -220,7 +235,9 @@ mod tests {
         assert!(is_yes("yes please"));
         assert!(!is_yes("¿Dónde está mi pedido?"));
         assert!(is_no("no"));
-        assert!(has_operation_intent("Quiero cambiar la dirección del pedido"));
+        assert!(has_operation_intent(
+            "Quiero cambiar la dirección del pedido"
+        ));
         assert!(!has_operation_intent("¿Dónde está mi pedido?"));
     }
 

@@ -44,7 +44,11 @@ pub fn harvest<'a>(
 ) -> (Vec<StoredReference>, Vec<(String, String)>) {
     let mut fields: Vec<String> = Vec::new();
     for definition in consumers {
-        let Some(bindings) = definition.context_bindings.as_ref().and_then(Value::as_object) else {
+        let Some(bindings) = definition
+            .context_bindings
+            .as_ref()
+            .and_then(Value::as_object)
+        else {
             continue;
         };
         for b in bindings.values() {
@@ -113,7 +117,11 @@ mod tests {
     #[test]
     fn one_name_like_value_is_kept_anything_else_is_forgotten() {
         let c = consumer();
-        let (set, clear) = harvest("find_customer", &json!({"name": "Ana Pérez", "id": "C-1"}), [&c].into_iter());
+        let (set, clear) = harvest(
+            "find_customer",
+            &json!({"name": "Ana Pérez", "id": "C-1"}),
+            [&c].into_iter(),
+        );
         assert_eq!(set[0].value, "Ana Pérez");
         assert!(clear.is_empty());
         for bad in [

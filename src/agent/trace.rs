@@ -28,18 +28,24 @@ impl Trace {
     }
 
     pub fn selected(&mut self, capability: &str, revision: i64, reason_code: &str) {
-        self.push(json!({"stage": "selection", "status": "selected", "capability": capability,
-            "revision": revision, "reason_code": reason_code}));
+        self.push(
+            json!({"stage": "selection", "status": "selected", "capability": capability,
+            "revision": revision, "reason_code": reason_code}),
+        );
     }
 
     pub fn executed(&mut self, capability: &str, revision: i64, reason_code: &str) {
-        self.push(json!({"stage": "execution", "status": "result_received", "capability": capability,
-            "revision": revision, "reason_code": reason_code}));
+        self.push(
+            json!({"stage": "execution", "status": "result_received", "capability": capability,
+            "revision": revision, "reason_code": reason_code}),
+        );
     }
 
     pub fn responded(&mut self, reason_code: &str) {
-        self.push(json!({"stage": "response_generation", "status": "response_generated",
-            "reason_code": reason_code}));
+        self.push(
+            json!({"stage": "response_generation", "status": "response_generated",
+            "reason_code": reason_code}),
+        );
     }
 
     pub fn render(&self, run_id: &str, message_id: &str, e2e: Duration) -> Value {

@@ -74,9 +74,14 @@ async fn publish_idempotently(
         Wrapper::Manifest => "POST /v1/capabilities/import",
     };
     let hashed = body.clone();
-    idempotent::run(app, account, headers, operation, &hashed, |key| async move {
-        publish(app, account, &key, body, wrapper).await
-    })
+    idempotent::run(
+        app,
+        account,
+        headers,
+        operation,
+        &hashed,
+        |key| async move { publish(app, account, &key, body, wrapper).await },
+    )
     .await
 }
 

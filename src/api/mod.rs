@@ -8,8 +8,8 @@ use axum::routing::{get, post, put};
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::crypto::master_key::Keyring;
 use crate::agent::Engine;
+use crate::crypto::master_key::Keyring;
 use crate::executor::Executor;
 use crate::sandbox::PolicySandbox;
 use crate::signing::Signer;

@@ -26,7 +26,8 @@ use crate::store::idempotency::Completion;
 pub const MAX_BODY_BYTES: usize = 8 * 1024;
 pub const MAX_CONVERSATION_ID_CHARS: usize = 128;
 /// The terminal statuses a host may report.
-pub const TERMINAL_STATUSES: [&str; 5] = ["succeeded", "failed", "cancelled", "rejected", "expired"];
+pub const TERMINAL_STATUSES: [&str; 5] =
+    ["succeeded", "failed", "cancelled", "rejected", "expired"];
 /// What must never be sent here (contract 2.11): references, mutation
 /// arguments, result bodies, user-authored messages.
 const FORBIDDEN_FIELDS: [&str; 14] = [
@@ -96,8 +97,13 @@ pub async fn report_operation_result(
     headers: HeaderMap,
     JsonBody(body): JsonBody<MAX_BODY_BYTES>,
 ) -> Result<Response, ApiError> {
-    check_bounded("conversationId", &conversation_id, 1, MAX_CONVERSATION_ID_CHARS)
-        .map_err(ApiError::BadRequest)?;
+    check_bounded(
+        "conversationId",
+        &conversation_id,
+        1,
+        MAX_CONVERSATION_ID_CHARS,
+    )
+    .map_err(ApiError::BadRequest)?;
     let report = parse_report(&body)?;
     let account = &caller.account;
     let operation = format!("POST /v1/conversations/{conversation_id}/operation-results");

@@ -256,15 +256,34 @@ pub fn png_with_marker() -> Vec<u8> {
 }
 
 /// A multipart message: the `payload` part and an optional `image` part.
-pub async fn send_multipart(shop: &Shop, payload: Value, image: Option<(&str, Vec<u8>)>) -> (u16, Value) {
+pub async fn send_multipart(
+    shop: &Shop,
+    payload: Value,
+    image: Option<(&str, Vec<u8>)>,
+) -> (u16, Value) {
     let mut form = reqwest::multipart::Form::new().part(
         "payload",
-        reqwest::multipart::Part::text(payload.to_string()).mime_str("application/json").unwrap(),
+        reqwest::multipart::Part::text(payload.to_string())
+            .mime_str("application/json")
+            .unwrap(),
     );
     if let Some((mime, bytes)) = image {
-        form = form.part("image", reqwest::multipart::Part::bytes(bytes).file_name("photo").mime_str(mime).unwrap());
+        form = form.part(
+            "image",
+            reqwest::multipart::Part::bytes(bytes)
+                .file_name("photo")
+                .mime_str(mime)
+                .unwrap(),
+        );
     }
-    let response = shop.app.client.post(shop.app.url("/v1/channels/http/messages"))
-        .bearer_auth(&shop.key).multipart(form).send().await.unwrap();
+    let response = shop
+        .app
+        .client
+        .post(shop.app.url("/v1/channels/http/messages"))
+        .bearer_auth(&shop.key)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     status_and_json(response).await
 }

@@ -80,6 +80,27 @@ both_backends! {
         assert_eq!(endpoint.keys().fetches(), 2);
     }
 
+    async fn the_example_endpoint_prepares_an_address_change(backend: Backend) {
+        let app = TestApp::spawn(backend).await;
+        let key = account_ready(&app, "acme").await;
+        let (_endpoint, origin) = start_example(&app).await;
+        let id = publish(&app, &key, "prepare_address_change", format!("{origin}/orders/prepare-address-change"), true).await;
+
+        let prepared = test_call(&app, &key, &id, "A-1001").await;
+        assert_eq!(prepared["status"], "passed", "{prepared}");
+        let interaction = &prepared["output"]["interaction"];
+        assert_eq!(interaction["type"], "confirm_operation", "{prepared}");
+        assert_eq!(interaction["operation"], "change_address");
+        assert!(interaction["preview"]["title"].as_str().unwrap().contains("A-1001"), "{prepared}");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let expires = interaction["expires_at"].as_str().unwrap();
+        assert!(expires > warden_example_host_endpoint::rfc3339(now).as_str(), "expires in the future: {expires}");
+        assert!(!prepared.to_string().contains("addrchg_"), "the opaque reference stays out of test records: {prepared}");
+
+        let none = test_call(&app, &key, &id, "A-9999").await;
+        assert_eq!(none["output"]["interaction"]["type"], "not_found", "{none}");
+    }
+
     async fn the_example_endpoint_refuses_tampering_expiry_and_unknown_keys(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;

@@ -8,8 +8,16 @@ use crate::shop::*;
 use serde_json::{Value, json};
 
 async fn with_interaction(shop: &Shop, order: &str) -> (String, String) {
-    let (_, body) = shop.say(None, &format!("Quiero cambiar la dirección de envío del pedido {order}")).await;
-    let interaction = body["interaction"]["interaction_id"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned();
+    let (_, body) = shop
+        .say(
+            None,
+            &format!("Quiero cambiar la dirección de envío del pedido {order}"),
+        )
+        .await;
+    let interaction = body["interaction"]["interaction_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_owned();
     (conversation(&body), interaction)
 }
 

@@ -91,7 +91,8 @@ fn order_input() -> Value {
 pub fn order_status(base: &str) -> Value {
     let mut d = valid_definition("order_status");
     d["description"] = json!("Consulta el estado de un pedido y su transportista");
-    d["when_to_use"] = json!("Cuando el usuario pregunta dónde está su pedido, su envío o su estado");
+    d["when_to_use"] =
+        json!("Cuando el usuario pregunta dónde está su pedido, su envío o su estado");
     d["url"] = json!(format!("{base}/orders/status"));
     d["input_schema"] = order_input();
     d["output_schema"] = json!({"type": "object", "additionalProperties": false, "properties": {
@@ -154,7 +155,8 @@ impl Shop {
             customer_orders(&endpoint.base),
             prepare_address_change(&endpoint.base),
         ];
-        let (status, body) = status_and_json(import(&app, &key, &new_key(), definitions).await).await;
+        let (status, body) =
+            status_and_json(import(&app, &key, &new_key(), definitions).await).await;
         assert_eq!(status, 201, "{body}");
         let ids = ["order_status", "customer_orders", "prepare_address_change"]
             .iter()
@@ -216,7 +218,9 @@ impl Shop {
         let response = self
             .app
             .client
-            .post(self.app.url(&format!("/v1/conversations/{conversation}/operation-results")))
+            .post(self.app.url(&format!(
+                "/v1/conversations/{conversation}/operation-results"
+            )))
             .bearer_auth(&self.key)
             .header("idempotency-key", idempotency_key)
             .json(&body)
@@ -229,7 +233,9 @@ impl Shop {
 
 /// The reply text of a message response.
 pub fn reply(body: &Value) -> &str {
-    body["message"]["body"].as_str().unwrap_or_else(|| panic!("no reply in {body}"))
+    body["message"]["body"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no reply in {body}"))
 }
 
 pub fn conversation(body: &Value) -> String {

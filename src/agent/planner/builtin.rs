@@ -39,10 +39,13 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
         .map(|c| (score(c, &message_words, request.message), c))
         .filter(|(s, _)| *s > 0)
         // Highest score; on a tie the earlier published capability.
-        .fold(None::<(usize, &CapabilityOffer)>, |best, (s, c)| match best {
-            Some((b, _)) if b >= s => best,
-            _ => Some((s, c)),
-        });
+        .fold(
+            None::<(usize, &CapabilityOffer)>,
+            |best, (s, c)| match best {
+                Some((b, _)) if b >= s => best,
+                _ => Some((s, c)),
+            },
+        );
     if let Some((_, capability)) = best {
         return Plan::Call {
             capability: capability.name.clone(),
@@ -104,7 +107,11 @@ fn score(capability: &CapabilityOffer, message: &HashSet<String>, message_text: 
     }
     let provided = arguments::extract(&capability.input_schema, message_text);
     let required = arguments::required(&capability.input_schema);
-    words + required.iter().filter(|r| provided.contains_key(**r)).count()
+    words
+        + required
+            .iter()
+            .filter(|r| provided.contains_key(**r))
+            .count()
 }
 
 fn collect_strings(value: &Value, out: &mut String) {
@@ -167,8 +174,10 @@ mod tests {
                 arguments: serde_json::from_value(json!({"order": "A-12"})).unwrap()
             }
         );
-        assert!(matches!(plan("¿Qué horario tienen las tiendas?", &caps, vec![]),
-            Plan::Call { capability, .. } if capability == "store_hours"));
+        assert!(
+            matches!(plan("¿Qué horario tienen las tiendas?", &caps, vec![]),
+            Plan::Call { capability, .. } if capability == "store_hours")
+        );
     }
 
     #[test]
