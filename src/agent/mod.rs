@@ -21,13 +21,4 @@ pub mod trace;
 
 pub use engine::{Engine, TurnError};
 
-/// A new opaque identifier: `prefix` + 24 random lowercase letters or digits.
-pub fn new_id(prefix: &str) -> String {
-    use rand::Rng;
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut rng = rand::rngs::OsRng;
-    let suffix: String = (0..24)
-        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
-        .collect();
-    format!("{prefix}{suffix}")
-}
+pub use crate::domain::id::random_id as new_id;

@@ -5,7 +5,6 @@
 //! this module only reads the few fields the server needs and checks the
 //! wrappers, which are not part of the definition rules.
 
-use rand::Rng;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -21,14 +20,8 @@ pub const MAX_IF_MATCH_CHARS: usize = 80;
 pub struct CapabilityId(String);
 
 impl CapabilityId {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-
     pub fn generate() -> Self {
-        let mut rng = rand::rngs::OsRng;
-        let suffix: String = (0..24)
-            .map(|_| Self::ALPHABET[rng.gen_range(0..Self::ALPHABET.len())] as char)
-            .collect();
-        CapabilityId(format!("cap_{suffix}"))
+        CapabilityId(super::id::random_id("cap_"))
     }
 
     pub fn parse(text: &str) -> Option<Self> {

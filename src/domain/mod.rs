@@ -3,6 +3,7 @@
 pub mod capability;
 pub mod credential;
 pub mod diagnostics;
+pub mod id;
 pub mod idempotency;
 pub mod policy;
 pub mod text;

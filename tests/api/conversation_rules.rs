@@ -205,19 +205,37 @@ both_backends! {
 
     async fn policy_topics_and_out_of_scope_apply_and_gaps_are_recorded(backend: Backend) {
         let shop = Shop::open(backend).await;
-        let policy = json!({"version": 1, "allowed_topics": [{"name": "pedidos", "description": "Estado y envío de pedidos"}],
+        let policy = json!({"version": 1, "allowed_topics": [{"name": "pedidos", "description": "Pedidos, devoluciones y garantías"}],
                             "out_of_scope_response": "Solo hablo de pedidos."});
         let response = shop.app.client.put(shop.app.url("/v1/agent-policy")).bearer_auth(&shop.key).json(&policy).send().await.unwrap();
         assert_eq!(response.status(), 201);
         let (_, body) = shop.say(None, "¿Quién ganó el partido de fútbol?").await;
         assert_eq!(reply(&body), "Solo hablo de pedidos.");
-        let (_, body) = shop.say(None, "¿Tienen pedidos con envío gratis a Canarias?").await;
-        // In scope, no capability fits: a coverage gap (message text only in `text` mode).
-        let (_, gaps) = status_and_json(shop.app.client.get(shop.app.url("/v1/diagnostics/capability-gaps")).bearer_auth(&shop.key).send().await.unwrap()).await;
-        let kinds: Vec<&str> = gaps["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
-        let _ = body;
-        assert!(kinds.iter().all(|k| *k == "coverage_gap" || *k == "agent_dead_end"), "{gaps}");
-        assert!(gaps.to_string().find("Canarias").is_none(), "metadata mode shows no text");
+        assert_eq!(trace(&body).last().unwrap().2, "out_of_scope");
+        // In scope, but no capability fits: a coverage gap, without text in `metadata` mode.
+        let (_, body) = shop.say(None, "¿Cómo funciona la garantía?").await;
+        assert_eq!(trace(&body).last().unwrap().2, "no_capability", "{body}");
+        let gaps = |shop: &Shop| {
+            let request = shop.app.client.get(shop.app.url("/v1/diagnostics/capability-gaps")).bearer_auth(&shop.key);
+            async move { status_and_json(request.send().await.unwrap()).await.1 }
+        };
+        let listed = gaps(&shop).await;
+        assert_eq!(listed["events"].as_array().unwrap().len(), 1, "{listed}");
+        assert_eq!(listed["events"][0]["kind"], "coverage_gap");
+        assert_eq!(listed["events"][0]["reason_code"], "no_matching_capability");
+        assert_eq!(listed["events"][0]["conversation_id"], body["conversation_id"]);
+        assert!(listed["events"][0].get("message_text").is_none(), "{listed}");
+        // In `text` mode the message text is recorded and shown.
+        let response = shop.app.client.put(shop.app.url("/v1/diagnostics/settings")).bearer_auth(&shop.key)
+            .json(&json!({"diagnostic_message_mode": "text"})).send().await.unwrap();
+        assert!(response.status().is_success());
+        shop.say(None, "¿Cómo funciona la garantía de devoluciones?").await;
+        let listed = gaps(&shop).await;
+        assert_eq!(listed["events"][0]["message_text"], "¿Cómo funciona la garantía de devoluciones?", "{listed}");
+        // Without a policy, platform defaults: no topic restriction.
+        shop.app.client.delete(shop.app.url("/v1/agent-policy")).bearer_auth(&shop.key).send().await.unwrap();
+        let (_, body) = shop.say(None, "¿Quién ganó el partido de fútbol?").await;
+        assert_eq!(trace(&body).last().unwrap().2, "no_capability", "{body}");
     }
 
     async fn the_trace_and_benchmark_observation_have_the_documented_shape(backend: Backend) {
