@@ -11,6 +11,9 @@ use serde_json::{Map, Value};
 
 use super::language::{fold, is_stopword, words};
 
+/// A whole message taken as a free-text answer has at most this many words.
+const MAX_ANSWER_WORDS: usize = 8;
+
 /// A top-level input property.
 pub struct Property<'a> {
     pub name: &'a str,
@@ -151,8 +154,11 @@ impl Property<'_> {
     /// The answer to "what is <property>?" when the whole message is the
     /// value: a free-text property asked for by name (rule 12 clarifications).
     pub fn whole_answer(&self, text: &str) -> Option<Value> {
-        let trimmed = text.trim();
-        (self.is_free_text() && self.fits_length(trimmed) && !trimmed.contains('\n'))
+        let trimmed = text.trim().trim_end_matches('.').trim();
+        // A short statement, not a new question or a paragraph.
+        let answer_like = trimmed.split_whitespace().count() <= MAX_ANSWER_WORDS
+            && !trimmed.contains(['?', '¿', '\n']);
+        (self.is_free_text() && answer_like && self.fits_length(trimmed))
             .then(|| Value::String(trimmed.to_owned()))
     }
 }
@@ -276,6 +282,16 @@ mod tests {
     fn several_candidates_are_ambiguous() {
         let got = extract(&schema(), "pedidos A-1 y B-2");
         assert!(!got.contains_key("order"));
+    }
+
+    #[test]
+    fn a_whole_answer_is_a_short_statement() {
+        let s = schema();
+        let customer = properties(&s).into_iter().find(|p| p.name == "customer").unwrap();
+        assert_eq!(customer.whole_answer(" Ana Pérez. "), Some(json!("Ana Pérez")));
+        assert_eq!(customer.whole_answer("¿Dónde está mi pedido A-1001?"), None);
+        let order = properties(&s).into_iter().find(|p| p.name == "order").unwrap();
+        assert_eq!(order.whole_answer("A-1001"), None, "patterned values come from candidates");
     }
 
     #[test]
