@@ -2,12 +2,17 @@
 //! it: every request must carry the endpoint's bearer token and a valid
 //! signed capability context, or it gets 401 and nothing is read.
 //!
-//! Two capabilities:
+//! Three capabilities:
 //! - `POST /orders/status` (read-only): `{"order": "A-1001"}` → the order's status;
 //! - `POST /orders/cancel/prepare` (`result_handling: host_interaction`):
 //!   a just-in-time preparation — a `confirm_operation` for a cancellable
-//!   order, `not_found` otherwise. Preparation is not a lock: the host
-//!   rechecks everything when the user confirms.
+//!   order, `not_found` otherwise;
+//! - `POST /orders/prepare-address-change` (`host_interaction`): the same
+//!   for changing an order's delivery address, with a fresh opaque
+//!   `operation_ref` and an `expires_at` fifteen minutes ahead.
+//!
+//! Preparation is not a lock: the host rechecks authorization, state and
+//! idempotency when the user confirms.
 
 pub mod verify;
 
@@ -18,8 +23,14 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use base64::Engine as _;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How long a prepared address change stays confirmable.
+pub const PREPARATION_TTL_SECS: i64 = 15 * 60;
 
 pub struct Config {
     /// The token Warden sends (stored in Warden as the capability's credential).
@@ -50,6 +61,10 @@ pub fn router(endpoint: Arc<Endpoint>) -> Router {
     Router::new()
         .route("/orders/status", post(order_status))
         .route("/orders/cancel/prepare", post(prepare_cancel))
+        .route(
+            "/orders/prepare-address-change",
+            post(prepare_address_change),
+        )
         .with_state(endpoint)
 }
 
@@ -87,10 +102,7 @@ async fn authenticate(
         header: &header,
         body,
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
+    let now = unix_now();
     verify::verify(&request, &endpoint.keys, now, &endpoint.config.origin)
         .await
         .map_err(|e| refuse(e.to_string()))?;
@@ -110,7 +122,9 @@ async fn order_status(
         Err(refused) => return refused,
     };
     match arguments["order"].as_str() {
-        Some("A-1001") => Json(json!({"status": "shipped", "lines": [{"sku": "TSHIRT-M", "qty": 2}], "warehouse": "internal"})).into_response(),
+        // `warehouse` is internal: a capability that does not declare it
+        // never lets it reach the conversation (Warden prunes it).
+        Some("A-1001") => Json(json!({"status": "shipped", "carrier": "Correos", "lines": [{"sku": "TSHIRT-M", "qty": 2}], "warehouse": "internal"})).into_response(),
         Some(_) => Json(json!({"status": "unknown", "lines": []})).into_response(),
         None => (StatusCode::BAD_REQUEST, Json(json!({"error": "order is required"}))).into_response(),
     }
@@ -137,5 +151,89 @@ async fn prepare_cancel(
         }))
         .into_response(),
         _ => Json(json!({"type": "not_found"})).into_response(),
+    }
+}
+
+async fn prepare_address_change(
+    State(endpoint): State<Arc<Endpoint>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let arguments = match authenticate(&endpoint, &method, &uri, &headers, &body).await {
+        Ok(a) => a,
+        Err(refused) => return refused,
+    };
+    // A real host would look the order up for the user named in the
+    // verified capability context (`usr`) and check it is still editable.
+    match arguments["order"].as_str() {
+        Some(order @ "A-1001") => {
+            let now = unix_now();
+            Json(json!({
+                "type": "confirm_operation", "operation": "change_address",
+                "operation_ref": operation_ref(order), "expires_at": rfc3339(now + PREPARATION_TTL_SECS),
+                "preview": {"title": format!("Cambiar la dirección de envío del pedido {order}"), "fields": [
+                    {"label": "Pedido", "value": order},
+                    {"label": "Dirección actual", "value": "Calle Mayor 1, 28013 Madrid"},
+                    {"label": "Transportista", "value": "Correos"}
+                ]}
+            }))
+            .into_response()
+        }
+        _ => Json(json!({"type": "not_found"})).into_response(),
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// An opaque, unguessable-enough reference to the prepared operation: the
+/// host's own handle, which Warden hands back to the host only.
+fn operation_ref(order: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let digest = Sha256::digest(format!("{order}:{nanos}:{}", std::process::id()));
+    format!(
+        "addrchg_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&digest[..16])
+    )
+}
+
+/// Unix seconds as RFC 3339 in UTC (`2025-01-31T12:00:00Z`).
+pub fn rfc3339(unix: i64) -> String {
+    let (days, secs) = (unix.div_euclid(86_400), unix.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3_600,
+        secs % 3_600 / 60,
+        secs % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(super::rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(super::rfc3339(4_102_444_799), "2099-12-31T23:59:59Z");
     }
 }
