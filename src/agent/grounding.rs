@@ -19,36 +19,34 @@ pub fn is_empty_result(value: &Value) -> bool {
     }
 }
 
-/// The result as plain `field: value` facts, in the result's own order.
+/// The result as plain `field: value` facts (fields in key order), each
+/// array item kept together in parentheses so values stay with their item.
 pub fn facts(value: &Value) -> String {
-    let mut out = Vec::new();
-    collect(value, None, &mut out);
-    out.join("; ")
+    render(value, true)
 }
 
-fn collect(value: &Value, label: Option<&str>, out: &mut Vec<String>) {
+fn render(value: &Value, top: bool) -> String {
     match value {
         Value::Object(map) => {
-            for (k, v) in map {
-                collect(v, Some(&k.replace('_', " ")), out);
+            let entries: Vec<String> = map
+                .iter()
+                .filter(|(_, v)| !is_empty_result(v))
+                .map(|(k, v)| format!("{}: {}", k.replace('_', " "), render(v, false)))
+                .collect();
+            if top {
+                entries.join("; ")
+            } else {
+                format!("({})", entries.join(", "))
             }
         }
-        Value::Array(items) => {
-            for item in items {
-                collect(item, label, out);
-            }
-        }
-        Value::Null => {}
-        scalar => {
-            let text = match scalar {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            out.push(match label {
-                Some(l) => format!("{l}: {text}"),
-                None => text,
-            });
-        }
+        Value::Array(items) => items
+            .iter()
+            .filter(|v| !is_empty_result(v))
+            .map(|v| render(v, false))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -86,9 +84,7 @@ pub fn answer_is_safe(answer: &str, message: &str) -> bool {
 }
 
 fn result_text(result: &Value) -> String {
-    let mut out = Vec::new();
-    collect(result, None, &mut out);
-    out.join(" ")
+    render(result, true)
 }
 
 #[cfg(test)]
@@ -113,8 +109,10 @@ mod tests {
     #[test]
     fn facts_follow_the_result() {
         assert_eq!(
-            facts(&json!({"status": "shipped", "lines": [{"sku": "X1", "qty": 2}]})),
-            "qty: 2; sku: X1; status: shipped"
+            facts(
+                &json!({"status": "shipped", "note": "", "lines": [{"sku": "X1", "qty": 2}, {"sku": "Y2", "qty": 1}]})
+            ),
+            "lines: (qty: 2, sku: X1), (qty: 1, sku: Y2); status: shipped"
         );
     }
 
