@@ -222,6 +222,16 @@ impl Engine {
         }
 
         let run_id = super::new_id("run_");
+        // One line per turn for operators: what ran and why, never the text.
+        tracing::info!(
+            run = %run_id,
+            conversation = %context.conversation_id,
+            capability = %outcome.observation.capability,
+            reason = outcome.reason,
+            executor_attempts = trace.timing.executor_attempts,
+            e2e_ms = started.elapsed().as_millis() as u64,
+            "turn answered"
+        );
         let mut response = json!({
             "conversation_id": context.conversation_id,
             "message": {"id": message_id, "role": "assistant", "type": "text", "body": outcome.text},

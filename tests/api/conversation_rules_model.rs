@@ -124,3 +124,30 @@ both_backends! {
         let _: Value = body;
     }
 }
+
+both_backends! {
+    async fn model_reads_an_image_in_memory_and_a_clarification_completes_it(backend: Backend) {
+        use crate::conversation_rules::{IMAGE_MARKER, png_with_marker, send_multipart};
+        // The model reads nothing usable from the image: the engine asks.
+        let (shop, model) = shop_with_model(backend, vec![FakeReply::tool_call("prepare_address_change", json!({}))]).await;
+        let image = png_with_marker();
+        let (status, body) = send_multipart(&shop, json!({"message": {"type": "text", "body": "Quiero cambiar la dirección de este pedido"}}), Some(("image/png", image.clone()))).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(reply(&body).contains("el número de pedido"), "{body}");
+        let sent = model.requests()[0].to_string();
+        assert!(sent.contains("data:image/png;base64,"), "vision input reaches the model");
+        // The answer completes the pending operation: no re-upload, no second plan.
+        let (_, body) = shop.say(Some(&conversation(&body)), "A-1001").await;
+        assert_eq!(body["interaction"]["type"], "confirm_operation", "{body}");
+        assert_eq!(model.requests().len(), 1);
+        assert!(!shop.app.db.contains_bytes(&image).await && !shop.app.db.contains_bytes(IMAGE_MARKER).await);
+
+        // A value the model read from the image (not in the text) is used, still validated by the guest.
+        model.set_script(vec![FakeReply::tool_call("prepare_address_change", json!({"order": "A-1001"}))]);
+        let (_, body) = send_multipart(&shop, json!({"message": {"type": "text", "body": "Quiero cambiar la dirección de este pedido"}}), Some(("image/png", image.clone()))).await;
+        assert_eq!(body["interaction"]["type"], "confirm_operation", "{body}");
+        // Without an image the same unwritten value is dropped and asked for.
+        let (_, body) = shop.say(None, "Quiero cambiar la dirección de este pedido").await;
+        assert!(body.get("interaction").is_none() && reply(&body).contains("el número de pedido"), "{body}");
+    }
+}
