@@ -432,9 +432,16 @@ impl Engine {
                 let Some(property) = declared.iter().find(|p| p.name == name) else {
                     return false;
                 };
+                let in_message = arguments::is_grounded(value, &sources[..1]);
+                // Rule 3: a value only history holds is taken when history
+                // is unambiguous; otherwise the engine asks to confirm.
+                let from_history = !in_message
+                    && arguments::is_grounded(value, &sources[1..])
+                    && history_candidates(cx, property).len() <= 1;
                 let ok = property.schema.get("const") == Some(value)
                     || from_image
-                    || arguments::is_grounded(value, &sources);
+                    || in_message
+                    || from_history;
                 if !ok {
                     tracing::info!(property = %name, "argument dropped: not in the user's words");
                 }

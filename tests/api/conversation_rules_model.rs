@@ -151,3 +151,19 @@ both_backends! {
         assert!(body.get("interaction").is_none() && reply(&body).contains("el número de pedido"), "{body}");
     }
 }
+
+both_backends! {
+    async fn model_rule_03_an_ambiguous_history_value_is_confirmed_not_assumed(backend: Backend) {
+        let (shop, model) = shop_with_model(backend, vec![order("A-1001"), FakeReply::text("Enviado con Correos.")]).await;
+        let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
+        let c = conversation(&body);
+        model.set_script(vec![order("A-2002"), FakeReply::text("Preparando, con SEUR.")]);
+        shop.say(Some(&c), "¿Y el pedido A-2002?").await;
+        // The model picks the older order from an ambiguous history.
+        model.set_script(vec![order("A-1001")]);
+        let calls = shop.calls().len();
+        let (_, body) = shop.say(Some(&c), "¿Cuál es el estado del envío?").await;
+        assert_eq!(shop.calls().len(), calls, "not called on an assumption: {body}");
+        assert_eq!(trace(&body).last().unwrap().2, "confirmation");
+    }
+}
