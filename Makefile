@@ -4,7 +4,7 @@
 CARGO ?= cargo
 WARDEN_ARGS ?=
 
-.PHONY: help run test guest bench lint toolchain postgres
+.PHONY: help run test guest bench lint walkthrough toolchain postgres
 
 help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
@@ -12,6 +12,7 @@ help:
 	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
 	@echo "make bench   sandbox figures and ratios against native; executor overhead per call"
 	@echo "make lint    rustfmt check and clippy with warnings denied"
+	@echo "make walkthrough  a three-turn conversation against the example host endpoint"
 
 toolchain:
 	@scripts/ensure-toolchain.sh
@@ -33,6 +34,9 @@ guest: toolchain
 bench: toolchain
 	$(CARGO) bench -p warden-host --bench sandbox
 	$(CARGO) bench -p warden --bench executor
+
+walkthrough: toolchain
+	examples/walkthrough.sh
 
 lint: toolchain
 	$(CARGO) fmt --all -- --check
