@@ -287,11 +287,24 @@ mod tests {
     #[test]
     fn a_whole_answer_is_a_short_statement() {
         let s = schema();
-        let customer = properties(&s).into_iter().find(|p| p.name == "customer").unwrap();
-        assert_eq!(customer.whole_answer(" Ana Pérez. "), Some(json!("Ana Pérez")));
+        let customer = properties(&s)
+            .into_iter()
+            .find(|p| p.name == "customer")
+            .unwrap();
+        assert_eq!(
+            customer.whole_answer(" Ana Pérez. "),
+            Some(json!("Ana Pérez"))
+        );
         assert_eq!(customer.whole_answer("¿Dónde está mi pedido A-1001?"), None);
-        let order = properties(&s).into_iter().find(|p| p.name == "order").unwrap();
-        assert_eq!(order.whole_answer("A-1001"), None, "patterned values come from candidates");
+        let order = properties(&s)
+            .into_iter()
+            .find(|p| p.name == "order")
+            .unwrap();
+        assert_eq!(
+            order.whole_answer("A-1001"),
+            None,
+            "patterned values come from candidates"
+        );
     }
 
     #[test]
