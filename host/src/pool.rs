@@ -274,9 +274,10 @@ impl Pool {
         let mut idle = self.idle.lock().ok()?;
         let (_, list) = idle.by_account.get_mut(account)?;
         let live = list.pop()?;
-        if list.is_empty() {
-            idle.by_account.remove(account);
-        }
+        // The account's entry stays, even empty: the instance usually comes
+        // back at once (`checkin`), and keeping the entry spares a removal,
+        // a key allocation and an insertion per call. Empty entries are
+        // swept when new accounts arrive (`checkin`).
         idle.total -= 1;
         Some(live)
     }
@@ -289,6 +290,11 @@ impl Pool {
         let clock = idle.clock;
         // No allocation on the hot path: the account's entry usually exists.
         if !idle.by_account.contains_key(account) {
+            // Bound the entries kept empty by `checkout` (amortised: a
+            // sweep at most every `max_idle_total` new accounts).
+            if idle.by_account.len() >= 2 * self.config.max_idle_total.max(1) {
+                idle.by_account.retain(|_, (_, list)| !list.is_empty());
+            }
             idle.by_account
                 .insert(account.to_string(), (clock, Vec::new()));
         }
@@ -342,6 +348,7 @@ fn evict_lru(idle: &mut Idle) -> bool {
     let Some(account) = idle
         .by_account
         .iter()
+        .filter(|(_, (_, list))| !list.is_empty())
         .min_by_key(|(_, (t, _))| *t)
         .map(|(k, _)| k.clone())
     else {

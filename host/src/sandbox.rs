@@ -292,7 +292,6 @@ fn verdict<T>(
 }
 
 fn json_object_or_value(text: &str, what: &str) -> Result<(), Fault> {
-    serde_json::from_str::<serde::de::IgnoredAny>(text)
-        .map(|_| ())
+    crate::json::check(text)
         .map_err(|e| Fault::Refused(SandboxError::Contract(format!("{what} is not JSON: {e}"))))
 }

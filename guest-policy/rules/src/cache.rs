@@ -6,10 +6,11 @@
 //! stale validator. The cache is bounded: past [`MAX_ENTRIES`] entries or
 //! [`MAX_TEXT_BYTES`] of schema text the oldest entry is evicted.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 
-use crate::schema::{Dialect, Schema, compile_text};
+use crate::schema::{Dialect, Fnv, Schema, compile_text};
 use crate::violation::Violation;
 
 pub const MAX_ENTRIES: usize = 256;
@@ -25,7 +26,9 @@ struct Entry {
 /// A bounded map from key to compiled schema. Not `Send`: one per instance.
 #[derive(Default)]
 pub struct SchemaCache {
-    entries: BTreeMap<String, Entry>,
+    /// By key, hashed with a fixed hasher (std's default one asks the host
+    /// for a random seed, which the sandbox does not give).
+    entries: HashMap<String, Entry, BuildHasherDefault<Fnv>>,
     bytes: usize,
     clock: u64,
     hits: u64,
@@ -48,7 +51,7 @@ impl SchemaCache {
         self.clock += 1;
         if let Some(e) = self.entries.get_mut(key)
             && e.dialect == dialect
-            && e.text == text
+            && same_bytes(e.text.as_bytes(), text.as_bytes())
         {
             e.stamp = self.clock;
             self.hits += 1;
@@ -102,6 +105,21 @@ impl SchemaCache {
     }
 }
 
+/// Byte-for-byte equality, eight bytes at a time: inside the guest,
+/// `==` on slices calls the C library's `memcmp`, a byte loop there, and
+/// every call compares a whole schema text.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (ca, ta) = a.as_chunks::<8>();
+    let (cb, tb) = b.as_chunks::<8>();
+    ca.iter()
+        .zip(cb)
+        .all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
+        && ta == tb
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,11 +142,36 @@ mod tests {
     }
 
     #[test]
+    fn texts_are_compared_byte_for_byte() {
+        let t = "0123456789abcdefXYZ";
+        assert!(same_bytes(t.as_bytes(), t.as_bytes()));
+        for i in 0..t.len() {
+            let mut u = t.as_bytes().to_vec();
+            u[i] ^= 1;
+            assert!(!same_bytes(t.as_bytes(), &u), "{i}");
+        }
+        assert!(!same_bytes(b"abc", b"abcd"));
+        assert!(same_bytes(b"", b""));
+        let mut c = SchemaCache::new();
+        c.get(Dialect::Input, "k", A).unwrap();
+        let near = A.replace("boolean", "booleaN");
+        assert!(c.get(Dialect::Input, "k", &near).is_err());
+        assert_eq!(c.stats(), (0, 2));
+    }
+
+    #[test]
     fn bounded() {
         let mut c = SchemaCache::new();
         for i in 0..(MAX_ENTRIES + 10) {
             c.get(Dialect::Input, &format!("k{i}"), A).unwrap();
         }
         assert_eq!(c.len(), MAX_ENTRIES);
+        // The most recent entries are still served; the oldest went.
+        let (hits, misses) = c.stats();
+        c.get(Dialect::Input, &format!("k{}", MAX_ENTRIES + 9), A)
+            .unwrap();
+        assert_eq!(c.stats(), (hits + 1, misses));
+        c.get(Dialect::Input, "k0", A).unwrap();
+        assert_eq!(c.stats(), (hits + 1, misses + 1));
     }
 }

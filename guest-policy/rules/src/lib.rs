@@ -24,6 +24,8 @@ pub mod regex_guard;
 pub mod schema;
 pub mod secrets;
 mod stream;
+#[cfg(test)]
+mod stream_reference;
 pub mod url;
 pub mod validate;
 

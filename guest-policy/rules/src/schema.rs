@@ -135,6 +135,99 @@ pub struct Node {
     pub not: Option<Box<Node>>,
     /// Name -> index into `properties`, built only for large objects.
     index: Option<HashMap<String, usize, BuildHasherDefault<Fnv>>>,
+    /// Derived at compile time for the streaming pass (`stream.rs`), like
+    /// `index`: one [`NameKey`] per property (in `properties` order), and
+    /// whether every name is plain. A compiled node is not to be changed.
+    keys: Vec<NameKey>,
+    all_plain: bool,
+    /// Bit `c` set when a plain name begins with byte `c`.
+    firsts: [u64; 4],
+    /// Index in `properties` of each `required` name (`usize::MAX` if it is
+    /// not declared there).
+    required_at: Vec<usize>,
+    /// Bit `i` set when property `i` (< 64) is required; `required_small`
+    /// when that covers every `required` name.
+    required_mask: u64,
+    required_small: bool,
+    /// [`Node::needs_whole_value`], and whether the fields above were derived.
+    whole: bool,
+    derived: bool,
+
+    /// [`Scalar`]: what a value of this node needs checked when it is a
+    /// plain scalar (derived).
+    scalar: Scalar,
+}
+
+/// For the streaming pass: which scalars a node accepts with no check
+/// beyond their syntax (and, for strings, a length in bytes), so they can
+/// be copied without a closer look.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Scalar {
+    /// Any string without escapes of fewer bytes than this (0: none): the
+    /// type allows strings, no pattern, no `minLength`, and `maxLength`
+    /// (which counts code points, bounded from above by bytes) plus one.
+    pub(crate) str_below: u64,
+    /// Any number: the type allows numbers (not only integers), no bounds.
+    pub(crate) num: bool,
+}
+
+impl Scalar {
+    /// Nothing decided in advance.
+    pub(crate) const OTHER: Scalar = Scalar {
+        str_below: 0,
+        num: false,
+    };
+    /// Any string or number (what a skipped value may be, syntax aside).
+    pub(crate) const ANY: Scalar = Scalar {
+        str_below: u64::MAX,
+        num: true,
+    };
+}
+
+/// A declared name as the streaming pass matches it: the first (up to)
+/// eight bytes of the name followed by its closing quote, as a
+/// little-endian word with the mask of the bytes that count; and what the
+/// property's node needs checked of a plain scalar (so the hot path reads
+/// this array only). Only "plain" names (non-empty, without `"`, `\` or
+/// control characters, so they stand in JSON text as themselves) get one;
+/// others never match (`mask == 0`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct NameKey {
+    word: u64,
+    mask: u64,
+    /// Length of the name in bytes.
+    pub(crate) len: usize,
+    /// The property node's [`Node::scalar`].
+    pub(crate) scalar: Scalar,
+}
+
+impl NameKey {
+    fn new(name: &str, scalar: Scalar) -> Self {
+        let plain = !name.is_empty() && !name.bytes().any(|c| c == b'"' || c == b'\\' || c < 0x20);
+        if !plain {
+            return NameKey {
+                word: 1,
+                mask: 0,
+                len: name.len(),
+                scalar,
+            };
+        }
+        let mut quoted = name.as_bytes().to_vec();
+        quoted.push(b'"');
+        let n = quoted.len().min(8);
+        let mut bytes = [0u8; 8];
+        bytes[..n].copy_from_slice(&quoted[..n]);
+        NameKey {
+            word: u64::from_le_bytes(bytes),
+            mask: if n == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * n)) - 1
+            },
+            len: name.len(),
+            scalar,
+        }
+    }
 }
 
 /// Objects with more properties than this get a hash index; smaller ones
@@ -159,6 +252,195 @@ impl Node {
         self.lookup(name).map(|i| &self.properties[i].1)
     }
 
+    /// The declared property whose name stands, unescaped and followed by
+    /// its closing quote, at the start of `rest` (the text just past a
+    /// member name's opening quote). None means "not found this way": the
+    /// caller then reads the name and calls [`Node::lookup`], unless
+    /// [`Node::plain_names`] says no declared name could match otherwise.
+    ///
+    /// A bitmap of first bytes rejects most undeclared names at once; then
+    /// property `hint` is tried first (the one after the last match, since
+    /// members tend to come in the same order every time), then all.
+    #[inline(always)]
+    pub(crate) fn match_plain(&self, rest: &[u8], hint: usize) -> Option<usize> {
+        let n = self.keys.len();
+        if n != self.properties.len() {
+            return None;
+        }
+        if let Some(head) = rest.first_chunk::<8>() {
+            // No declared name begins with this byte: undeclared.
+            let c = head[0];
+            if self.firsts[usize::from(c >> 6)] & (1u64 << (c & 63)) == 0 {
+                return None;
+            }
+            let x = u64::from_le_bytes(*head);
+            let is = |i: usize| {
+                let k = &self.keys[i];
+                // A name of up to seven bytes (and its quote) is compared
+                // whole by the word.
+                x & k.mask == k.word
+                    && (k.len < 8
+                        || (rest.get(k.len) == Some(&b'"')
+                            && rest[8..k.len] == self.properties[i].0.as_bytes()[8..]))
+            };
+            if hint < n && is(hint) {
+                return Some(hint);
+            }
+            return (0..n).find(|&i| is(i));
+        }
+        // Near the end of the text.
+        self.keys
+            .iter()
+            .zip(&self.properties)
+            .position(|(k, (name, _))| {
+                k.mask != 0
+                    && rest.get(name.len()) == Some(&b'"')
+                    && rest[..name.len()] == *name.as_bytes()
+            })
+    }
+
+    /// The name table entry of property `k` (after a [`Node::match_plain`]
+    /// match).
+    #[inline(always)]
+    pub(crate) fn name_key(&self, k: usize) -> &NameKey {
+        &self.keys[k]
+    }
+
+    /// True when every declared name is plain: a member name without
+    /// escapes that [`Node::match_plain`] did not match is then undeclared.
+    #[inline]
+    pub(crate) fn plain_names(&self) -> bool {
+        self.keys.len() == self.properties.len() && self.all_plain
+    }
+
+    /// Whether the `k`-th `required` name is among the properties `seen`
+    /// (by index in `properties`).
+    #[inline]
+    pub(crate) fn required_seen(&self, k: usize, seen: impl Fn(usize) -> bool) -> bool {
+        match self.required_at.get(k) {
+            Some(&i) if self.required_at.len() == self.required.len() => i != usize::MAX && seen(i),
+            _ => self.lookup(&self.required[k]).is_some_and(seen),
+        }
+    }
+
+    /// Whether the streaming pass must read this node's value whole (into a
+    /// `serde_json::Value`, checked by the tree walker): `enum`, `const`,
+    /// `required` without `properties`, combinators other than branches
+    /// that only list required properties declared here (contract 2.6 rule
+    /// 8, decidable from the members present).
+    #[inline]
+    pub(crate) fn whole(&self) -> bool {
+        if self.derived {
+            self.whole
+        } else {
+            self.needs_whole_value()
+        }
+    }
+
+    fn needs_whole_value(&self) -> bool {
+        self.enumeration.is_some()
+            || self.constant.is_some()
+            || (!self.required.is_empty() && self.properties.is_empty())
+            || !self
+                .any_of
+                .iter()
+                .chain(self.one_of.iter())
+                .chain(self.not.as_deref())
+                .all(|b| b.required_only(self))
+    }
+
+    /// A branch that only lists required properties, all declared by
+    /// `parent`.
+    fn required_only(&self, parent: &Node) -> bool {
+        self.types == 0
+            && self.properties.is_empty()
+            && !self.closed
+            && self.items.is_none()
+            && self.min_items.is_none()
+            && self.max_items.is_none()
+            && self.min_length.is_none()
+            && self.max_length.is_none()
+            && self.minimum.is_none()
+            && self.maximum.is_none()
+            && self.enumeration.is_none()
+            && self.constant.is_none()
+            && self.pattern.is_none()
+            && self.any_of.is_empty()
+            && self.one_of.is_empty()
+            && self.not.is_none()
+            && self.required.iter().all(|r| parent.property(r).is_some())
+    }
+
+    /// True when every `required` name is known to be among the first 64
+    /// properties and marked in `seen` (bit `i` for property `i`). False
+    /// means "check one by one" ([`Node::required_seen`]).
+    #[inline]
+    pub(crate) fn required_present(&self, seen: u64) -> bool {
+        if self.required.is_empty() {
+            return true;
+        }
+        self.derived && self.required_small && seen & self.required_mask == self.required_mask
+    }
+
+    /// What a plain scalar value of this node needs checked (see
+    /// [`Scalar`]); `Other` unless derived at compile time.
+    #[inline(always)]
+    pub(crate) fn scalar(&self) -> Scalar {
+        if self.derived {
+            self.scalar
+        } else {
+            Scalar::OTHER
+        }
+    }
+
+    /// Derives what the streaming pass uses; once the node is complete.
+    fn derive(&mut self) {
+        self.whole = self.needs_whole_value();
+        let any = self.types == 0;
+        self.scalar = if self.whole {
+            Scalar::OTHER
+        } else {
+            Scalar {
+                str_below: if (any || self.types & types::STRING != 0)
+                    && self.pattern.is_none()
+                    && self.min_length.is_none()
+                {
+                    self.max_length.map_or(u64::MAX, |m| m.saturating_add(1))
+                } else {
+                    0
+                },
+                num: (any || self.types & types::NUMBER != 0)
+                    && self.minimum.is_none()
+                    && self.maximum.is_none(),
+            }
+        };
+        self.derived = true;
+        self.keys = self
+            .properties
+            .iter()
+            .map(|(k, child)| NameKey::new(k, child.scalar()))
+            .collect();
+        self.all_plain = self.keys.iter().all(|k| k.mask != 0);
+
+        self.firsts = [0; 4];
+        for (k, (name, _)) in self.keys.iter().zip(&self.properties) {
+            if k.mask != 0 {
+                let c = name.as_bytes()[0];
+                self.firsts[usize::from(c >> 6)] |= 1u64 << (c & 63);
+            }
+        }
+        self.required_at = (0..self.required.len())
+            .map(|k| self.lookup(&self.required[k]).unwrap_or(usize::MAX))
+            .collect();
+        self.required_small = self.required_at.iter().all(|&i| i < 64);
+
+        self.required_mask = self
+            .required_at
+            .iter()
+            .filter(|&&i| i < 64)
+            .fold(0, |m, &i| m | (1u64 << i));
+    }
+
     fn build_index(&mut self) {
         if self.properties.len() > SCAN_MAX {
             self.index = Some(
@@ -176,7 +458,7 @@ impl Node {
 /// for a random seed, and the sandbox gives a guest none. Property names
 /// come from the schema author, who gains nothing from collisions.)
 #[derive(Default)]
-struct Fnv(u64);
+pub(crate) struct Fnv(u64);
 
 impl Hasher for Fnv {
     fn finish(&self) -> u64 {
@@ -593,6 +875,7 @@ impl Compiler<'_> {
                 )));
             }
         }
+        node.derive();
         node
     }
 

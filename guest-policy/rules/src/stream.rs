@@ -1,312 +1,1050 @@
 //! Single-pass validation and pruning of JSON text.
 //!
 //! The hot path of the sandbox: arguments are validated and endpoint results
-//! pruned while they are parsed, driven by the compiled schema, without
-//! building a `serde_json::Value` tree. Undeclared members are skipped by the
-//! parser (never allocated); the pruned output is written as it goes.
+//! pruned while they are scanned, driven by the compiled schema, without
+//! building a `serde_json::Value` tree. The scanner is purpose-built and
+//! works on the bytes of the text:
+//!
+//! - undeclared members are skipped (syntax checked, nothing decoded or
+//!   allocated); array items past `maxItems` likewise;
+//! - member names are compared as they stand in the text; only a name that
+//!   holds an escape is decoded (into a fresh string, rare);
+//! - declared names are matched against a table derived from the schema at
+//!   compile time (first eight bytes as a masked word, the property after
+//!   the last one matched tried first, a bitmap of first bytes to reject
+//!   undeclared names at once), and the common scalar values (strings
+//!   without escapes within a byte bound, canonical numbers) are taken in
+//!   the member loop itself, which keeps its cursor in locals;
+//! - the pruned output is made of **spans of the input copied verbatim**
+//!   wherever the token needs no change (punctuation, member names and
+//!   strings without escapes, integers, numbers already spelled as
+//!   serde_json writes them, `true`/`false`/`null`), consecutive spans
+//!   being merged into a single copy; only what would change is re-encoded
+//!   (strings with escapes, other numbers, whitespace dropped). The output
+//!   is byte for byte what serde_json writes for the pruned value, as
+//!   before (`stream_reference.rs` is the previous, serde_json-driven pass;
+//!   the tests compare both on many documents).
+//!
+//! Inside the sandbox this code runs as WebAssembly, where every turn of a
+//! loop also pays the deadline (epoch) check: short loops are written out
+//! (`digits_end`, `skip_plain`).
+//!
+//! It accepts exactly the JSON serde_json accepts where the previous pass
+//! used it: strict RFC 8259 syntax, escapes and surrogate pairs checked in
+//! the strings it reads (skipped strings: syntax only, as serde_json's
+//! `IgnoredAny`), numbers that do not fit an `f64` refused where a value is
+//! read, at most 127 nested arrays and objects on the read path (none on
+//! skipped values, as serde_json), nothing but whitespace after the value.
+//! Duplicate declared members are refused (`duplicate-key`), not resolved.
 //!
 //! Nodes whose keywords need the whole value (`enum`, `const`, combinators
 //! other than the `required`-only branches of contract 2.6 rule 8, `required`
-//! on a node without properties) are parsed into a `Value` and checked by the
-//! tree walker of `validate.rs`, so both paths give the same verdicts; the
-//! tests of `validate.rs` run through both.
+//! on a node without properties), and values no schema constrains, are
+//! parsed into a `Value` by serde_json and checked by the tree walker of
+//! `validate.rs`, so both paths give the same verdicts; the tests of
+//! `validate.rs` run through both.
 
-use std::io::Write;
+use std::borrow::Cow;
 
-use serde::Deserialize;
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::schema::{Node, Schema, types};
-use crate::validate::{Path, check_tree, prune_tree};
+use crate::schema::{Node, Scalar, Schema, types};
+use crate::validate::{Path, check_string_into, check_tree, prune_tree, type_names};
 use crate::violation::{Violation, Violations};
 
-struct State {
-    /// Pruning writes the output here; validating writes nothing.
-    out: Option<Vec<u8>>,
-    errs: Violations,
-}
+/// serde_json refuses its 128th nested array or object.
+const NESTING_LIMIT: usize = 128;
 
-impl State {
-    fn write(&mut self, bytes: &[u8]) {
-        if let Some(o) = &mut self.out {
-            o.extend_from_slice(bytes);
-        }
-    }
+/// The pass stopped on a syntax error; what and where is in `Pass::syntax`.
+struct Stop;
 
-    fn fail(&mut self, at: &Path<'_>, rule: &str, message: String) {
-        self.errs.push_at(at.render(), rule, message);
-    }
-}
+type R<T> = Result<T, Stop>;
 
 /// Validates (`prune == false`) or prunes-and-validates JSON text.
 pub(crate) fn run(schema: &Schema, text: &str, prune: bool) -> Result<String, Vec<Violation>> {
     if text.len() > crate::MAX_JSON_BYTES {
         return crate::parse_json(text).map(|_| String::new());
     }
-    let mut st = State {
-        out: prune.then(|| Vec::with_capacity(text.len())),
+    let mut p = Pass {
+        text,
+        b: text.as_bytes(),
+        pos: 0,
+        depth: 0,
+        out: prune.then(|| Out::with_capacity(text.len())),
         errs: Violations::new(),
+        syntax: None,
+        scratch: Vec::new(),
     };
-    let mut de = serde_json::Deserializer::from_str(text);
-    let parsed = Seed {
-        node: Some(&schema.root),
-        st: &mut st,
-        path: &Path::Root,
-        prune,
-    }
-    .deserialize(&mut de)
-    .and_then(|()| de.end());
-    if let Err(e) = parsed {
+    let parsed = p
+        .value(Some(&schema.root), &Path::Root)
+        .and_then(|()| p.end());
+    if parsed.is_err() {
         return Err(vec![Violation::new(
             "",
             "invalid-json",
-            format!("not valid JSON: {e}"),
+            format!("not valid JSON: {}", p.syntax_message()),
         )]);
     }
-    let out = st
-        .out
-        .take()
-        .map(|o| String::from_utf8(o).unwrap_or_default())
-        .unwrap_or_default();
-    st.errs.finish(out)
+    let out = p.out.take().map(|o| o.finish(text)).unwrap_or_default();
+    p.errs.finish(out)
 }
 
-/// A branch that only lists required properties, all declared by `parent`:
-/// decidable from the set of members present.
-fn required_only(branch: &Node, parent: &Node) -> bool {
-    branch.types == 0
-        && branch.properties.is_empty()
-        && !branch.closed
-        && branch.items.is_none()
-        && branch.min_items.is_none()
-        && branch.max_items.is_none()
-        && branch.min_length.is_none()
-        && branch.max_length.is_none()
-        && branch.minimum.is_none()
-        && branch.maximum.is_none()
-        && branch.enumeration.is_none()
-        && branch.constant.is_none()
-        && branch.pattern.is_none()
-        && branch.any_of.is_empty()
-        && branch.one_of.is_empty()
-        && branch.not.is_none()
-        && branch.required.iter().all(|r| parent.property(r).is_some())
+/// The pruned output: a string, plus a pending run `text[start..end]` of
+/// input copied verbatim, extended while the spans written are contiguous.
+struct Out {
+    s: String,
+    start: usize,
+    end: usize,
 }
 
-fn needs_value(node: &Node) -> bool {
-    node.enumeration.is_some()
-        || node.constant.is_some()
-        || (!node.required.is_empty() && node.properties.is_empty())
-        || !node
-            .any_of
-            .iter()
-            .chain(node.one_of.iter())
-            .chain(node.not.as_deref())
-            .all(|b| required_only(b, node))
-}
+const NO_RUN: usize = usize::MAX;
 
-struct Seed<'a, 's, 'p> {
-    node: Option<&'a Node>,
-    st: &'s mut State,
-    path: &'p Path<'p>,
-    prune: bool,
-}
-
-impl<'de> DeserializeSeed<'de> for Seed<'_, '_, '_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        let Some(node) = self.node else {
-            // Unconstrained: keep as is.
-            let v = Value::deserialize(d)?;
-            if let Some(o) = &mut self.st.out {
-                let _ = serde_json::to_writer(o, &v);
-            }
-            return Ok(());
-        };
-        if needs_value(node) {
-            let mut v = Value::deserialize(d)?;
-            if self.prune {
-                prune_tree(node, &mut v);
-            }
-            check_tree(node, &v, self.path, &mut self.st.errs);
-            if let Some(o) = &mut self.st.out {
-                let _ = serde_json::to_writer(o, &v);
-            }
-            return Ok(());
+impl Out {
+    fn with_capacity(n: usize) -> Self {
+        Out {
+            s: String::with_capacity(n),
+            start: NO_RUN,
+            end: NO_RUN,
         }
-        d.deserialize_any(NodeVisitor {
-            node,
-            st: self.st,
-            path: self.path,
-            prune: self.prune,
-        })
+    }
+
+    /// Writes `text[a..b]` (a whole token, so on character boundaries).
+    #[inline]
+    fn span(&mut self, text: &str, a: usize, b: usize) {
+        if a == self.end {
+            self.end = b;
+        } else {
+            self.flush(text);
+            self.start = a;
+            self.end = b;
+        }
+    }
+
+    fn flush(&mut self, text: &str) {
+        if self.end != NO_RUN {
+            self.s.push_str(&text[self.start..self.end]);
+            self.start = NO_RUN;
+            self.end = NO_RUN;
+        }
+    }
+
+    /// Writes text that is not a span of the input.
+    fn literal(&mut self, text: &str, s: &str) {
+        self.flush(text);
+        self.s.push_str(s);
+    }
+
+    fn finish(mut self, text: &str) -> String {
+        self.flush(text);
+        self.s
     }
 }
 
-struct NodeVisitor<'a, 's, 'p> {
-    node: &'a Node,
-    st: &'s mut State,
-    path: &'p Path<'p>,
-    prune: bool,
+/// Which of an object's declared properties were seen (by index in
+/// `properties`): a plain word for objects of at most 64 properties (the
+/// member loop is compiled for both, so the common case keeps no heap
+/// state), [`Seen`] beyond.
+trait SeenSet {
+    fn for_properties(n: usize) -> Self;
+    /// Marks `i`; true if it was already marked.
+    fn set(&mut self, i: usize) -> bool;
+    fn get(&self, i: usize) -> bool;
+    /// The marks of the first 64 properties.
+    fn low(&self) -> u64;
 }
 
-impl NodeVisitor<'_, '_, '_> {
-    /// Type check; false (and a violation) when `actual` is not allowed.
-    fn ty(&mut self, actual: u8) -> bool {
-        let allowed = self.node.types;
-        if allowed != 0 && allowed & actual == 0 {
-            self.st.fail(
-                self.path,
-                "type-mismatch",
-                format!("expected {}", crate::validate::type_names(allowed)),
+impl SeenSet for u64 {
+    #[inline(always)]
+    fn for_properties(n: usize) -> Self {
+        debug_assert!(n <= 64);
+        0
+    }
+
+    #[inline(always)]
+    fn set(&mut self, i: usize) -> bool {
+        let bit = 1u64 << i;
+        let was = *self & bit != 0;
+        *self |= bit;
+        was
+    }
+
+    #[inline(always)]
+    fn get(&self, i: usize) -> bool {
+        *self & (1u64 << i) != 0
+    }
+
+    #[inline(always)]
+    fn low(&self) -> u64 {
+        *self
+    }
+}
+
+impl SeenSet for Seen {
+    fn for_properties(n: usize) -> Self {
+        Seen::new(n)
+    }
+
+    fn set(&mut self, i: usize) -> bool {
+        Seen::set(self, i)
+    }
+
+    fn get(&self, i: usize) -> bool {
+        Seen::get(self, i)
+    }
+
+    fn low(&self) -> u64 {
+        self.low
+    }
+}
+
+/// Which of an object's declared properties were seen: the first 64 in a
+/// word, any others (at most `limits::MAX_PROPERTIES` = 256 by
+/// construction) on the heap.
+struct Seen {
+    low: u64,
+    more: Vec<u64>,
+}
+
+impl Seen {
+    #[inline]
+    fn new(n: usize) -> Self {
+        Seen {
+            low: 0,
+            more: if n > 64 {
+                vec![0; (n - 64).div_ceil(64)]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Marks `i`; true if it was already marked.
+    #[inline]
+    fn set(&mut self, i: usize) -> bool {
+        let (word, bit) = if i < 64 {
+            (&mut self.low, 1u64 << i)
+        } else {
+            (&mut self.more[(i - 64) / 64], 1u64 << (i % 64))
+        };
+        let was = *word & bit != 0;
+        *word |= bit;
+        was
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> bool {
+        if i < 64 {
+            self.low & (1u64 << i) != 0
+        } else {
+            self.more[(i - 64) / 64] & (1u64 << (i % 64)) != 0
+        }
+    }
+}
+
+/// The open arrays (0) and objects (1) of a skipped value, innermost in the
+/// low bit; deeper than 64 levels spills to the heap.
+#[derive(Default)]
+struct Frames {
+    bits: u64,
+    depth: usize,
+    spill: Vec<u64>,
+}
+
+impl Frames {
+    fn push(&mut self, object: bool) {
+        if self.depth > 0 && self.depth.is_multiple_of(64) {
+            self.spill.push(self.bits);
+            self.bits = 0;
+        }
+        self.bits = (self.bits << 1) | u64::from(object);
+        self.depth += 1;
+    }
+
+    fn pop(&mut self) {
+        self.bits >>= 1;
+        self.depth -= 1;
+        if self.depth > 0 && self.depth.is_multiple_of(64) {
+            self.bits = self.spill.pop().unwrap_or(0);
+        }
+    }
+
+    /// Whether the innermost open frame is an object; None when none is open.
+    fn top(&self) -> Option<bool> {
+        (self.depth > 0).then_some(self.bits & 1 == 1)
+    }
+}
+
+/// A number as serde_json reads it.
+enum Num {
+    /// An integer that fits `u64`: written back as it stands.
+    U(u64),
+    /// A negative integer that fits `i64`: written back as it stands.
+    I(i64),
+    /// Anything else (fraction, exponent, `-0`, out of the integer range):
+    /// converted by serde_json itself, so the `f64` is the one it reads.
+    F,
+}
+
+struct Pass<'t> {
+    text: &'t str,
+    b: &'t [u8],
+    pos: usize,
+    /// Arrays and objects open on the read path (serde_json's nesting count).
+    depth: usize,
+    /// Pruning writes the output here; validating writes nothing.
+    out: Option<Out>,
+    errs: Violations,
+    /// The syntax error that stopped the pass: byte offset and what.
+    syntax: Option<(usize, Cow<'static, str>)>,
+    scratch: Vec<u8>,
+}
+
+impl<'t> Pass<'t> {
+    // ---- plumbing -------------------------------------------------------
+
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad<T>(&mut self, at: usize, what: impl Into<Cow<'static, str>>) -> R<T> {
+        self.syntax = Some((at, what.into()));
+        Err(Stop)
+    }
+
+    fn syntax_message(&self) -> String {
+        let Some((at, what)) = &self.syntax else {
+            return "syntax error".to_string();
+        };
+        let before = &self.b[..(*at).min(self.b.len())];
+        let line = before.iter().filter(|&&c| c == b'\n').count() + 1;
+        let column = before.len()
+            - before
+                .iter()
+                .rposition(|&c| c == b'\n')
+                .map_or(0, |i| i + 1);
+        format!("{what} at line {line} column {}", column + 1)
+    }
+
+    fn fail(&mut self, at: &Path<'_>, rule: &str, message: String) {
+        self.errs.push_at(at.render(), rule, message);
+    }
+
+    /// Writes `text[a..b]` to the output, when pruning.
+    #[inline]
+    fn emit(&mut self, a: usize, b: usize) {
+        if let Some(o) = &mut self.out {
+            o.span(self.text, a, b);
+        }
+    }
+
+    /// The end of the pending output run (`NO_RUN` when not pruning).
+    #[inline(always)]
+    fn run_end(&self) -> usize {
+        self.out.as_ref().map_or(NO_RUN, |o| o.end)
+    }
+
+    /// Stores the end of the pending output run a loop kept in a local
+    /// (it only ever extends the run `Out::span` started).
+    #[inline(always)]
+    fn sync_run(&mut self, end: usize) {
+        if let Some(o) = &mut self.out {
+            o.end = end;
+        }
+    }
+
+    /// Writes `s` as a JSON string, escaped as serde_json does.
+    fn emit_json_str(&mut self, s: &str) {
+        if let Some(o) = &mut self.out {
+            self.scratch.clear();
+            let _ = serde_json::to_writer(&mut self.scratch, s);
+            o.literal(
+                self.text,
+                std::str::from_utf8(&self.scratch).unwrap_or_default(),
             );
+        }
+    }
+
+    fn end(&mut self) -> R<()> {
+        self.ws();
+        if self.pos < self.b.len() {
+            return self.bad(self.pos, "trailing characters");
+        }
+        Ok(())
+    }
+
+    /// Opens an array or object on the read path.
+    fn enter(&mut self) -> R<()> {
+        self.depth += 1;
+        if self.depth >= NESTING_LIMIT {
+            return self.bad(self.pos, "recursion limit exceeded");
+        }
+        Ok(())
+    }
+
+    /// Type check; false (and a violation) when `actual` is not allowed.
+    #[inline]
+    fn ty(&mut self, node: &Node, path: &Path<'_>, actual: u8) -> bool {
+        let allowed = node.types;
+        if allowed != 0 && allowed & actual == 0 {
+            self.mismatch(path, allowed);
             return false;
         }
         true
     }
 
-    fn number(&mut self, f: f64, actual: u8) {
-        if !self.ty(actual) {
-            return;
-        }
-        if let Some(m) = self.node.minimum
-            && f < m
-        {
-            self.st.fail(
-                self.path,
-                "number-too-small",
-                format!("must be at least {m}"),
-            );
-        }
-        if let Some(m) = self.node.maximum
-            && f > m
-        {
-            self.st.fail(
-                self.path,
-                "number-too-large",
-                format!("must be at most {m}"),
-            );
-        }
-    }
-}
-
-impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
+    #[cold]
+    #[inline(never)]
+    fn mismatch(&mut self, path: &Path<'_>, allowed: u8) {
+        self.fail(
+            path,
+            "type-mismatch",
+            format!("expected {}", type_names(allowed)),
+        );
     }
 
-    fn visit_bool<E>(mut self, v: bool) -> Result<(), E> {
-        if self.ty(types::BOOLEAN) {
-            self.st.write(if v { b"true" } else { b"false" });
+    // ---- tokens ---------------------------------------------------------
+
+    /// `pos` is just past an opening quote: finds the closing one (checking
+    /// escapes' syntax and refusing control characters, as serde_json) and
+    /// moves past it. Returns its index and whether the string holds an
+    /// escape.
+    #[inline(always)]
+    fn scan_string(&mut self) -> R<(usize, bool)> {
+        match string_end(self.b, self.pos) {
+            Ok((end, escaped)) => {
+                self.pos = end + 1;
+                Ok((end, escaped))
+            }
+            Err((at, what)) => self.bad(at, what),
         }
-        Ok(())
     }
 
-    fn visit_unit<E>(mut self) -> Result<(), E> {
-        if self.ty(types::NULL) {
-            self.st.write(b"null");
+    /// Decodes the string `text[a..e]` (between its quotes, escape syntax
+    /// already checked), refusing unpaired surrogates as serde_json does
+    /// when it reads a string.
+    #[cold]
+    fn decode(&mut self, a: usize, e: usize) -> R<String> {
+        let raw = &self.b[a..e];
+        let mut s = String::with_capacity(raw.len());
+        let mut i = 0;
+        while i < raw.len() {
+            let run = raw[i..]
+                .iter()
+                .position(|&c| c == b'\\')
+                .unwrap_or(raw.len() - i);
+            s.push_str(&self.text[a + i..a + i + run]);
+            i += run;
+            if i == raw.len() {
+                break;
+            }
+            let c = raw[i + 1];
+            i += 2;
+            let ch = match c {
+                b'"' => '"',
+                b'\\' => '\\',
+                b'/' => '/',
+                b'b' => '\x08',
+                b'f' => '\x0c',
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                _ => {
+                    // b'u': four hex digits follow (checked by scan_string).
+                    let n = hex4(&raw[i..i + 4]);
+                    i += 4;
+                    let code = if (0xDC00..=0xDFFF).contains(&n) {
+                        return self.bad(a + i, "lone leading surrogate in hex escape");
+                    } else if (0xD800..=0xDBFF).contains(&n) {
+                        if raw.get(i..i + 2) != Some(b"\\u") {
+                            return self.bad(a + i, "unexpected end of hex escape");
+                        }
+                        let n2 = hex4(&raw[i + 2..i + 6]);
+                        i += 6;
+                        if !(0xDC00..=0xDFFF).contains(&n2) {
+                            return self.bad(a + i, "lone leading surrogate in hex escape");
+                        }
+                        0x1_0000 + (((n - 0xD800) << 10) | (n2 - 0xDC00))
+                    } else {
+                        n
+                    };
+                    match char::from_u32(code) {
+                        Some(ch) => ch,
+                        None => return self.bad(a + i, "invalid escape"),
+                    }
+                }
+            };
+            s.push(ch);
         }
-        Ok(())
+        Ok(s)
     }
 
-    fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
-        self.visit_unit()
-    }
-
-    fn visit_i64<E>(mut self, v: i64) -> Result<(), E> {
-        self.number(v as f64, types::NUMBER | types::INTEGER);
-        if let Some(o) = &mut self.st.out {
-            let _ = write!(o, "{v}");
+    /// `true`, `false` or `null`, its first byte at `pos`.
+    #[inline(always)]
+    fn ident(&mut self, word: &[u8]) -> R<()> {
+        match ident_end(self.b, self.pos, word) {
+            Ok(end) => {
+                self.pos = end;
+                Ok(())
+            }
+            Err((at, what)) => self.bad(at, what),
         }
-        Ok(())
     }
 
-    fn visit_u64<E>(mut self, v: u64) -> Result<(), E> {
-        self.number(v as f64, types::NUMBER | types::INTEGER);
-        if let Some(o) = &mut self.st.out {
-            let _ = write!(o, "{v}");
+    /// A number at `pos`: checks its syntax (serde_json's grammar) and moves
+    /// past it.
+    #[inline]
+    fn scan_number(&mut self) -> R<Num> {
+        let b = self.b;
+        let mut i = self.pos;
+        let negative = b[i] == b'-';
+        if negative {
+            i += 1;
         }
-        Ok(())
-    }
-
-    fn visit_f64<E>(mut self, v: f64) -> Result<(), E> {
-        let actual = if v.fract() == 0.0 {
-            types::NUMBER | types::INTEGER
-        } else {
-            types::NUMBER
-        };
-        self.number(v, actual);
-        if let Some(o) = &mut self.st.out {
-            let _ = serde_json::to_writer(o, &v);
+        let mut sig: u64 = 0;
+        let mut exact = true;
+        match b.get(i) {
+            Some(b'0') => {
+                i += 1;
+                if let Some(b'0'..=b'9') = b.get(i) {
+                    return self.bad(i, "invalid number");
+                }
+            }
+            Some(&c @ b'1'..=b'9') => {
+                sig = u64::from(c - b'0');
+                let first = i;
+                i += 1;
+                while let Some(&c @ b'0'..=b'9') = b.get(i) {
+                    // Up to 19 digits cannot overflow a u64.
+                    sig = sig.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
+                    i += 1;
+                }
+                if i - first > 19 {
+                    // Past 19 digits it may not fit (serde_json then reads
+                    // a float).
+                    match b[first..i].iter().try_fold(0u64, |v, &c| {
+                        v.checked_mul(10)?.checked_add(u64::from(c - b'0'))
+                    }) {
+                        Some(v) => sig = v,
+                        None => exact = false,
+                    }
+                }
+            }
+            Some(_) => return self.bad(i, "invalid number"),
+            None => return self.bad(i, "EOF while parsing a value"),
         }
-        Ok(())
-    }
-
-    fn visit_str<E>(mut self, v: &str) -> Result<(), E> {
-        if self.ty(types::STRING) {
-            crate::validate::check_string_into(self.node, v, self.path, &mut self.st.errs);
-            if let Some(o) = &mut self.st.out {
-                let _ = serde_json::to_writer(o, v);
+        if let Some(b'.') = b.get(i) {
+            exact = false;
+            i += 1;
+            let digits = i;
+            while let Some(b'0'..=b'9') = b.get(i) {
+                i += 1;
+            }
+            if i == digits {
+                return self.bad(i, "invalid number");
             }
         }
-        Ok(())
+        if let Some(b'e' | b'E') = b.get(i) {
+            exact = false;
+            i += 1;
+            if let Some(b'+' | b'-') = b.get(i) {
+                i += 1;
+            }
+            let digits = i;
+            while let Some(b'0'..=b'9') = b.get(i) {
+                i += 1;
+            }
+            if i == digits {
+                return self.bad(i, "invalid number");
+            }
+        }
+        self.pos = i;
+        Ok(if !exact {
+            Num::F
+        } else if !negative {
+            Num::U(sig)
+        } else {
+            // serde_json: `-0` and magnitudes past i64 are read as floats.
+            let n = (sig as i64).wrapping_neg();
+            if n >= 0 { Num::F } else { Num::I(n) }
+        })
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
-        if !self.ty(types::ARRAY) {
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
+    // ---- skipping -------------------------------------------------------
+
+    /// After a member name: whitespace and the colon; returns its index.
+    #[inline]
+    fn colon(&mut self) -> R<usize> {
+        self.ws();
+        match self.peek() {
+            Some(b':') => {
+                self.pos += 1;
+                Ok(self.pos - 1)
+            }
+            Some(_) => self.bad(self.pos, "expected `:`"),
+            None => self.bad(self.pos, "EOF while parsing an object"),
+        }
+    }
+
+    /// Skips one value as serde_json's `IgnoredAny` does: syntax checked,
+    /// escapes not decoded, numbers not converted, no nesting limit.
+    /// Returns the deepest nesting of arrays and objects in it.
+    fn skip_value(&mut self) -> R<usize> {
+        match skip(self.b, self.pos) {
+            Ok((end, deepest)) => {
+                self.pos = end;
+                Ok(deepest)
+            }
+            Err((at, what)) => self.bad(at, what),
+        }
+    }
+
+    /// After an item of an array being skipped: the rest of it, up to and
+    /// including `]`; returns the index of `]`.
+    fn skip_items_after(&mut self) -> R<usize> {
+        loop {
+            self.ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.ws();
+                    if self.peek() == Some(b']') {
+                        return self.bad(self.pos, "trailing comma");
+                    }
+                    self.skip_value()?;
+                }
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(self.pos - 1);
+                }
+                Some(_) => return self.bad(self.pos, "expected `,` or `]`"),
+                None => return self.bad(self.pos, "EOF while parsing a list"),
+            }
+        }
+    }
+
+    /// The items of an array of the wrong type (`pos` past `[`).
+    fn skip_items(&mut self) -> R<()> {
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
             return Ok(());
         }
-        let node = self.node;
-        let max = node.max_items.unwrap_or(u64::MAX);
-        self.st.write(b"[");
-        let mut n: u64 = 0;
-        loop {
-            if n == max {
-                // One past the bound: report, then skip the rest unparsed.
-                if seq.next_element::<IgnoredAny>()?.is_none() {
-                    break;
-                }
-                self.st.fail(
-                    self.path,
-                    "array-too-long",
-                    format!("must hold at most {max} items"),
-                );
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                break;
-            }
-            if n > 0 {
-                // The comma is written before we know another item follows;
-                // it is removed below if none does.
-                self.st.write(b",");
-            }
-            let item_path = self.path.index(n as usize);
-            let seed = Seed {
-                node: node.items.as_deref(),
-                st: &mut *self.st,
-                path: &item_path,
-                prune: self.prune,
-            };
-            if seq.next_element_seed(seed)?.is_none() {
-                if n > 0
-                    && let Some(o) = &mut self.st.out
-                {
-                    o.pop();
-                }
-                break;
-            }
-            n += 1;
+        self.skip_value()?;
+        self.skip_items_after().map(|_| ())
+    }
+
+    /// The members of an object of the wrong type (`pos` past `{`). Their
+    /// names are read (and checked) as serde_json reads map keys.
+    fn skip_members(&mut self) -> R<()> {
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(());
         }
-        self.st.write(b"]");
+        loop {
+            let (_, _, _) = self.key()?;
+            self.colon()?;
+            self.skip_value()?;
+            if self.after_member()?.is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    // ---- the read path --------------------------------------------------
+
+    /// A member name at `pos` (after whitespace): the name (borrowed from
+    /// the text; decoded, hence owned, only if it holds an escape), the index
+    /// of its opening quote and of its closing quote.
+    #[inline]
+    fn key(&mut self) -> R<(Cow<'t, str>, usize, usize)> {
+        let text = self.text;
+        let ks = self.pos;
+        match self.peek() {
+            Some(b'"') => self.pos += 1,
+            Some(_) => return self.bad(ks, "key must be a string"),
+            None => return self.bad(ks, "EOF while parsing an object"),
+        }
+        let (ke, escaped) = self.scan_string()?;
+        let name = if escaped {
+            Cow::Owned(self.decode(ks + 1, ke)?)
+        } else {
+            Cow::Borrowed(&text[ks + 1..ke])
+        };
+        Ok((name, ks, ke))
+    }
+
+    /// After a member's value: `,` (returns its index; `pos` is then at the
+    /// next name) or `}` (returns None; `pos` past it).
+    #[inline]
+    fn after_member(&mut self) -> R<Option<usize>> {
+        self.ws();
+        match self.peek() {
+            Some(b',') => {
+                let comma = self.pos;
+                self.pos += 1;
+                self.ws();
+                if self.peek() == Some(b'}') {
+                    return self.bad(self.pos, "trailing comma");
+                }
+                Ok(Some(comma))
+            }
+            Some(b'}') => {
+                self.pos += 1;
+                Ok(None)
+            }
+            Some(_) => self.bad(self.pos, "expected `,` or `}`"),
+            None => self.bad(self.pos, "EOF while parsing an object"),
+        }
+    }
+
+    /// One value. Inlined where it is called, so scalars are handled in the
+    /// loop of the enclosing object or array; containers are calls.
+    #[inline(always)]
+    fn value(&mut self, node: Option<&Node>, path: &Path<'_>) -> R<()> {
+        self.ws();
+        let node = match node {
+            Some(n) if !n.whole() => n,
+            other => return self.tree(other, path),
+        };
+        match self.peek() {
+            Some(b'{') => self.object(node, path),
+            Some(b'[') => self.array(node, path),
+            Some(b'"') => self.string(node, path),
+            Some(b't') => self.literal(node, path, b"true", types::BOOLEAN),
+            Some(b'f') => self.literal(node, path, b"false", types::BOOLEAN),
+            Some(b'n') => self.literal(node, path, b"null", types::NULL),
+            Some(b'-' | b'0'..=b'9') => self.number(node, path),
+            Some(_) => self.bad(self.pos, "expected value"),
+            None => self.bad(self.pos, "EOF while parsing a value"),
+        }
+    }
+
+    /// A value checked as a whole: parsed into a `Value` by serde_json.
+    #[inline(never)]
+    fn tree(&mut self, node: Option<&Node>, path: &Path<'_>) -> R<()> {
+        let start = self.pos;
+        let nesting = self.skip_value()?;
+        if self.depth + nesting >= NESTING_LIMIT {
+            return self.bad(start, "recursion limit exceeded");
+        }
+        let mut v: Value = match serde_json::from_str(&self.text[start..self.pos]) {
+            Ok(v) => v,
+            Err(e) => {
+                let what = e.to_string();
+                let what = match what.rsplit_once(" at line ") {
+                    Some((w, _)) => w.to_string(),
+                    None => what,
+                };
+                return self.bad(start, what);
+            }
+        };
+        if let Some(node) = node {
+            if self.out.is_some() {
+                prune_tree(node, &mut v);
+            }
+            check_tree(node, &v, path, &mut self.errs);
+        }
+        if let Some(o) = &mut self.out {
+            o.literal(self.text, &v.to_string());
+        }
+        Ok(())
+    }
+
+    fn literal(&mut self, node: &Node, path: &Path<'_>, word: &[u8], actual: u8) -> R<()> {
+        let start = self.pos;
+        self.ident(word)?;
+        if self.ty(node, path, actual) {
+            self.emit(start, self.pos);
+        }
+        Ok(())
+    }
+
+    /// A number. Inline fast paths: an integer of at most 18 digits, and
+    /// `-?D.F` with at most 15 digits in all (exactly one division by a
+    /// power of ten, as serde_json computes it; see [`fast_float`]); anything
+    /// else is `number_slow`.
+    #[inline(always)]
+    fn number(&mut self, node: &Node, path: &Path<'_>) -> R<()> {
+        let b = self.b;
+        let start = self.pos;
+        let negative = b[start] == b'-';
+        let first = start + usize::from(negative);
+        let mut i = first;
+        let mut sig: u64 = 0;
+        while let Some(&c) = b.get(i) {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            sig = sig.wrapping_mul(10).wrapping_add(u64::from(d));
+            i += 1;
+        }
+        let digits = i - first;
+        if digits == 0 || digits > 18 || (digits > 1 && b[first] == b'0') {
+            return self.number_slow(node, path);
+        }
+        match b.get(i) {
+            Some(b'.') => {
+                let frac_start = i + 1;
+                let mut j = frac_start;
+                while let Some(&c) = b.get(j) {
+                    let d = c.wrapping_sub(b'0');
+                    if d > 9 {
+                        break;
+                    }
+                    sig = sig.wrapping_mul(10).wrapping_add(u64::from(d));
+                    j += 1;
+                }
+                let frac = j - frac_start;
+                if frac == 0 || digits + frac > 15 || matches!(b.get(j), Some(b'e' | b'E')) {
+                    return self.number_slow(node, path);
+                }
+                self.pos = j;
+                let mut f = sig as f64 / POW10[frac];
+                if negative {
+                    f = -f;
+                }
+                let actual = if f.fract() == 0.0 {
+                    types::NUMBER | types::INTEGER
+                } else {
+                    types::NUMBER
+                };
+                self.check_number(node, path, f, actual);
+                // Spelled as serde_json writes this f64 (see fast_float)?
+                let canonical = if frac == 1 && b[frac_start] == b'0' {
+                    true
+                } else if b[j - 1] == b'0' {
+                    false
+                } else if b[first] == b'0' {
+                    b[frac_start..j].iter().take_while(|&&c| c == b'0').count() <= 4
+                } else {
+                    true
+                };
+                if canonical {
+                    self.emit(start, j);
+                } else {
+                    self.emit_f64(start, j, f);
+                }
+                Ok(())
+            }
+            Some(b'e' | b'E') => self.number_slow(node, path),
+            _ if negative && sig == 0 => self.number_slow(node, path),
+            _ => {
+                self.pos = i;
+                // serde_json reads it as a u64 or i64 and writes it back so.
+                let f = if negative {
+                    -(sig as i64) as f64
+                } else {
+                    sig as f64
+                };
+                self.check_number(node, path, f, types::NUMBER | types::INTEGER);
+                self.emit(start, i);
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes `f` (the number `text[start..end]`) as serde_json writes an
+    /// f64.
+    #[inline(never)]
+    fn emit_f64(&mut self, start: usize, end: usize, f: f64) {
+        if let Some(o) = &mut self.out {
+            self.scratch.clear();
+            let _ = serde_json::to_writer(&mut self.scratch, &f);
+            if self.scratch == self.b[start..end] {
+                o.span(self.text, start, end);
+            } else {
+                o.literal(
+                    self.text,
+                    std::str::from_utf8(&self.scratch).unwrap_or_default(),
+                );
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn check_number(&mut self, node: &Node, path: &Path<'_>, f: f64, actual: u8) {
+        if self.ty(node, path, actual) && (node.minimum.is_some() || node.maximum.is_some()) {
+            self.bounds(node, path, f);
+        }
+    }
+
+    #[inline(never)]
+    fn bounds(&mut self, node: &Node, path: &Path<'_>, f: f64) {
+        if let Some(m) = node.minimum
+            && f < m
+        {
+            self.fail(path, "number-too-small", format!("must be at least {m}"));
+        }
+        if let Some(m) = node.maximum
+            && f > m
+        {
+            self.fail(path, "number-too-large", format!("must be at most {m}"));
+        }
+    }
+
+    #[inline(never)]
+    fn number_slow(&mut self, node: &Node, path: &Path<'_>) -> R<()> {
+        let start = self.pos;
+        let num = self.scan_number()?;
+        let end = self.pos;
+        // Integers are written back as they stand (serde_json writes a u64
+        // or i64 exactly so); other numbers only when the text is already
+        // how serde_json writes their f64.
+        let mut verbatim = !matches!(num, Num::F);
+        let (f, actual) = match num {
+            Num::U(v) => (v as f64, types::NUMBER | types::INTEGER),
+            Num::I(v) => (v as f64, types::NUMBER | types::INTEGER),
+            Num::F => {
+                let f = match fast_float(&self.b[start..end]) {
+                    Some((f, canonical)) => {
+                        verbatim = canonical;
+                        f
+                    }
+                    None => match serde_json::from_str::<f64>(&self.text[start..end]) {
+                        Ok(f) => f,
+                        Err(_) => return self.bad(start, "number out of range"),
+                    },
+                };
+                if f.fract() == 0.0 {
+                    (f, types::NUMBER | types::INTEGER)
+                } else {
+                    (f, types::NUMBER)
+                }
+            }
+        };
+        self.check_number(node, path, f, actual);
+        if verbatim {
+            self.emit(start, end);
+        } else {
+            self.emit_f64(start, end, f);
+        }
+        Ok(())
+    }
+
+    /// A string. Inline fast path: no escape, within a `maxLength` counted
+    /// in bytes, no other keyword; anything else is `string_slow`.
+    #[inline(always)]
+    fn string(&mut self, node: &Node, path: &Path<'_>) -> R<()> {
+        let start = self.pos;
+        let end = skip_plain(self.b, start + 1);
+        if self.b.get(end) != Some(&b'"') {
+            return self.string_slow(node, path);
+        }
+        if node.types != 0 && node.types & types::STRING == 0 {
+            self.pos = end + 1;
+            self.mismatch(path, node.types);
+            return Ok(());
+        }
+        let simple = node.pattern.is_none()
+            && node.min_length.is_none()
+            && node
+                .max_length
+                .is_none_or(|m| (end - start - 1) as u64 <= m);
+        if !simple {
+            return self.string_slow(node, path);
+        }
+        self.pos = end + 1;
+        self.emit(start, end + 1);
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn string_slow(&mut self, node: &Node, path: &Path<'_>) -> R<()> {
+        let text = self.text;
+        let start = self.pos;
+        self.pos += 1;
+        let (end, escaped) = self.scan_string()?;
+        let s: Cow<'t, str> = if escaped {
+            Cow::Owned(self.decode(start + 1, end)?)
+        } else {
+            Cow::Borrowed(&text[start + 1..end])
+        };
+        if self.ty(node, path, types::STRING) {
+            check_string_into(node, &s, path, &mut self.errs);
+            if escaped {
+                self.emit_json_str(&s);
+            } else {
+                self.emit(start, end + 1);
+            }
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn array(&mut self, node: &Node, path: &Path<'_>) -> R<()> {
+        let open = self.pos;
+        self.enter()?;
+        self.pos += 1;
+        if !self.ty(node, path, types::ARRAY) {
+            self.skip_items()?;
+            self.depth -= 1;
+            return Ok(());
+        }
+        let max = node.max_items.unwrap_or(u64::MAX);
+        let items = node.items.as_deref();
+        self.emit(open, open + 1);
+        let mut n: u64 = 0;
+        let mut comma = 0;
+        self.ws();
+        let close = if self.peek() == Some(b']') {
+            self.pos += 1;
+            self.pos - 1
+        } else {
+            loop {
+                if n == max {
+                    // One past the bound: report, then skip the rest.
+                    self.fail(
+                        path,
+                        "array-too-long",
+                        format!("must hold at most {max} items"),
+                    );
+                    self.skip_value()?;
+                    break self.skip_items_after()?;
+                }
+                if n > 0 {
+                    self.emit(comma, comma + 1);
+                }
+                let at = path.index(n as usize);
+                self.value(items, &at)?;
+                n += 1;
+                self.ws();
+                match self.peek() {
+                    Some(b',') => {
+                        comma = self.pos;
+                        self.pos += 1;
+                        self.ws();
+                        if self.peek() == Some(b']') {
+                            return self.bad(self.pos, "trailing comma");
+                        }
+                    }
+                    Some(b']') => {
+                        self.pos += 1;
+                        break self.pos - 1;
+                    }
+                    Some(_) => return self.bad(self.pos, "expected `,` or `]`"),
+                    None => return self.bad(self.pos, "EOF while parsing a list"),
+                }
+            }
+        };
+        self.emit(close, close + 1);
+        self.depth -= 1;
         if let Some(min) = node.min_items
             && n < min
         {
-            self.st.fail(
-                self.path,
+            self.fail(
+                path,
                 "array-too-short",
                 format!("must hold at least {min} items"),
             );
@@ -314,99 +1052,275 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
         Ok(())
     }
 
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
-        if !self.ty(types::OBJECT) {
-            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    #[inline(never)]
+    fn object(&mut self, node: &Node, path: &Path<'_>) -> R<()> {
+        let open = self.pos;
+        self.enter()?;
+        self.pos += 1;
+        if !self.ty(node, path, types::OBJECT) {
+            self.skip_members()?;
+            self.depth -= 1;
             return Ok(());
         }
-        let node = self.node;
-        let declared_only =
-            self.prune && (node.types & types::OBJECT != 0 || !node.properties.is_empty());
-        let mut seen = vec![false; node.properties.len()];
+        if node.properties.len() <= 64 {
+            self.members::<u64>(node, path, open)
+        } else {
+            self.wide_members(node, path, open)
+        }
+    }
+
+    /// [`Pass::members`] for objects of more than 64 properties (rare; out
+    /// of line so that the common loop stays small).
+    #[inline(never)]
+    fn wide_members(&mut self, node: &Node, path: &Path<'_>, open: usize) -> R<()> {
+        self.members::<Seen>(node, path, open)
+    }
+
+    /// The members of an object, `pos` just past its `{` (written at
+    /// `open`), then the keywords that depend on which are present.
+    #[inline(always)]
+    fn members<S: SeenSet>(&mut self, node: &Node, path: &Path<'_>, open: usize) -> R<()> {
+        let mut seen = S::for_properties(node.properties.len());
         let mut first = true;
-        self.st.write(b"{");
-        while let Some(key) = map.next_key_seed(KeySeed {
-            node,
-            keep_name: !declared_only,
-        })? {
-            match key {
-                Key::Declared(i) => {
-                    let name = node.properties[i].0.as_str();
-                    let at = self.path.key(name);
-                    if seen[i] {
-                        self.st.fail(
-                            &at,
-                            "duplicate-key",
-                            format!("member \"{name}\" appears twice"),
-                        );
-                        map.next_value::<IgnoredAny>()?;
-                        continue;
-                    }
-                    seen[i] = true;
-                    if !first {
-                        self.st.write(b",");
-                    }
-                    first = false;
-                    if let Some(o) = &mut self.st.out {
-                        let _ = serde_json::to_writer(&mut *o, name);
-                        o.push(b':');
-                    }
-                    let child = Some(&node.properties[i].1);
-                    map.next_value_seed(Seed {
-                        node: child,
-                        st: &mut *self.st,
-                        path: &at,
-                        prune: self.prune,
-                    })?;
-                }
-                Key::Undeclared(name) => {
-                    if declared_only {
-                        map.next_value::<IgnoredAny>()?;
-                    } else if node.closed {
-                        let name = name.unwrap_or_default();
-                        self.st.fail(
-                            &self.path.key(&name),
-                            "property-not-allowed",
-                            format!("property \"{name}\" is not declared"),
-                        );
-                        map.next_value::<IgnoredAny>()?;
-                    } else {
-                        // An open object keeps what it does not declare.
-                        let name = name.unwrap_or_default();
-                        if !first {
-                            self.st.write(b",");
-                        }
+        // Pruning drops what is not declared.
+        let skip_undeclared = self.out.is_some()
+            && (node.types & types::OBJECT != 0 || !node.properties.is_empty())
+            && node.plain_names();
+        self.emit(open, open + 1);
+        self.ws();
+        let close = if self.peek() == Some(b'}') {
+            self.pos += 1;
+            self.pos - 1
+        } else {
+            // The member loop keeps its cursor (`i`), the text (`b`) and the
+            // end of the pending output run (`run`) in locals, writing them
+            // back only around calls that use `self.pos` / `self.out`.
+            let b = self.b;
+            let mut i = self.pos;
+            let mut run = self.out.as_ref().map_or(NO_RUN, |o| o.end);
+            let mut comma = 0;
+            let mut hint = 0;
+            loop {
+                // Fast path: a declared name, as it stands in the text,
+                // seen for the first time.
+                let ks = i;
+                let fast = match b.get(ks) {
+                    Some(b'"') => node.match_plain(&b[ks + 1..], hint),
+                    _ => None,
+                };
+                match fast {
+                    Some(k) if !seen.get(k) => {
+                        seen.set(k);
+                        hint = k + 1;
+                        let key = node.name_key(k);
+                        let ke = ks + 1 + key.len;
+                        // Compact text: `,"name":value` is one span.
+                        let from = if first { ks } else { comma };
                         first = false;
-                        if let Some(o) = &mut self.st.out {
-                            let _ = serde_json::to_writer(&mut *o, &name);
-                            o.push(b':');
+                        let compact =
+                            b.get(ke + 1) == Some(&b':') && (from == ks || comma + 1 == ks);
+                        let scalar = if compact {
+                            plain_scalar(b, ke + 2, key.scalar)
+                        } else {
+                            None
+                        };
+                        if let Some(end) = scalar {
+                            i = end;
+                            if from == run {
+                                run = end;
+                            } else {
+                                self.sync_run(run);
+                                self.emit(from, end);
+                                run = self.run_end();
+                            }
+                        } else {
+                            let (pname, child) = (&node.properties[k].0, &node.properties[k].1);
+                            self.sync_run(run);
+                            if compact {
+                                self.pos = ke + 2;
+                                self.emit(from, ke + 2);
+                            } else {
+                                self.pos = ke + 1;
+                                let colon = self.colon()?;
+                                if from != ks {
+                                    self.emit(comma, comma + 1);
+                                }
+                                self.emit(ks, ke + 1);
+                                self.emit(colon, colon + 1);
+                            }
+                            self.value(Some(child), &path.key(pname))?;
+                            i = self.pos;
+                            run = self.run_end();
                         }
-                        let at = self.path.key(&name);
-                        map.next_value_seed(Seed {
-                            node: None,
-                            st: &mut *self.st,
-                            path: &at,
-                            prune: self.prune,
-                        })?;
+                    }
+                    None if skip_undeclared && b.get(ks) == Some(&b'"') => {
+                        // An undeclared name (every declared one is plain
+                        // and none matched): skipped with its value, unless
+                        // it holds an escape (then it may still be one).
+                        let end = skip_plain(b, ks + 1);
+                        let scalar = if b.get(end) == Some(&b'"') && b.get(end + 1) == Some(&b':') {
+                            plain_scalar(b, end + 2, Scalar::ANY)
+                        } else {
+                            None
+                        };
+                        if let Some(e) = scalar {
+                            i = e;
+                        } else {
+                            self.sync_run(run);
+                            if b.get(end) == Some(&b'"') {
+                                self.pos = end + 1;
+                                self.colon()?;
+                                self.skip_value()?;
+                            } else {
+                                self.pos = ks;
+                                self.member(node, path, &mut seen, &mut first, comma, None)?;
+                            }
+                            i = self.pos;
+                            run = self.run_end();
+                        }
+                    }
+                    _ => {
+                        self.sync_run(run);
+                        self.pos = ks;
+                        self.member(node, path, &mut seen, &mut first, comma, fast)?;
+                        i = self.pos;
+                        run = self.run_end();
+                    }
+                }
+                // Compact text: `,"` or `}` right after the value.
+                match b.get(i) {
+                    Some(b',') if b.get(i + 1) == Some(&b'"') => {
+                        comma = i;
+                        i += 1;
+                    }
+                    Some(b'}') => {
+                        self.sync_run(run);
+                        self.pos = i + 1;
+                        break i;
+                    }
+                    _ => {
+                        self.sync_run(run);
+                        self.pos = i;
+                        let next = self.after_member()?;
+                        i = self.pos;
+                        run = self.run_end();
+                        match next {
+                            Some(c) => comma = c,
+                            None => break i - 1,
+                        }
                     }
                 }
             }
+        };
+        self.emit(close, close + 1);
+        self.depth -= 1;
+        if !node.required_present(seen.low())
+            || !node.any_of.is_empty()
+            || !node.one_of.is_empty()
+            || node.not.is_some()
+        {
+            self.members_present(node, path, &seen);
         }
-        self.st.write(b"}");
-        let present = |name: &str| node.lookup(name).is_some_and(|i| seen[i]);
-        for name in &node.required {
-            if !present(name) {
-                self.st.fail(
-                    &self.path.key(name),
+        Ok(())
+    }
+
+    /// A member other than a first-seen declared plain name: a name with
+    /// escapes, an undeclared name, a repeated one. `pos` is at its name;
+    /// `fast` is the declared property the fast path matched, if any.
+    #[cold]
+    #[inline(never)]
+    fn member<S: SeenSet>(
+        &mut self,
+        node: &Node,
+        path: &Path<'_>,
+        seen: &mut S,
+        first: &mut bool,
+        comma: usize,
+        fast: Option<usize>,
+    ) -> R<()> {
+        let declared_only =
+            self.out.is_some() && (node.types & types::OBJECT != 0 || !node.properties.is_empty());
+        let (name, ks, ke) = self.key()?;
+        let colon = self.colon()?;
+        let escaped = matches!(name, Cow::Owned(_));
+        let found = match fast {
+            Some(i) => Some(i),
+            None if escaped || !node.plain_names() => node.lookup(&name),
+            None => None,
+        };
+        match found {
+            Some(i) => {
+                let (pname, child) = (&node.properties[i].0, &node.properties[i].1);
+                let at = path.key(pname);
+                if seen.set(i) {
+                    self.fail(
+                        &at,
+                        "duplicate-key",
+                        format!("member \"{pname}\" appears twice"),
+                    );
+                    self.skip_value()?;
+                } else {
+                    if !*first {
+                        self.emit(comma, comma + 1);
+                    }
+                    *first = false;
+                    if escaped {
+                        self.emit_json_str(pname);
+                    } else {
+                        self.emit(ks, ke + 1);
+                    }
+                    self.emit(colon, colon + 1);
+                    self.value(Some(child), &at)?;
+                }
+            }
+            None => {
+                if declared_only {
+                    self.skip_value()?;
+                } else if node.closed {
+                    self.fail(
+                        &path.key(&name),
+                        "property-not-allowed",
+                        format!("property \"{name}\" is not declared"),
+                    );
+                    self.skip_value()?;
+                } else {
+                    // An open object keeps what it does not declare.
+                    if !*first {
+                        self.emit(comma, comma + 1);
+                    }
+                    *first = false;
+                    if escaped {
+                        self.emit_json_str(&name);
+                    } else {
+                        self.emit(ks, ke + 1);
+                    }
+                    self.emit(colon, colon + 1);
+                    let at = path.key(&name);
+                    self.value(None, &at)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The keywords decided by which members an object has: `required`,
+    /// and the `required`-only branches of `anyOf` / `oneOf` / `not`.
+    #[inline(never)]
+    fn members_present<S: SeenSet>(&mut self, node: &Node, path: &Path<'_>, seen: &S) {
+        for (k, name) in node.required.iter().enumerate() {
+            if !node.required_seen(k, |i| seen.get(i)) {
+                self.fail(
+                    &path.key(name),
                     "required-missing",
                     format!("required property \"{name}\" is missing"),
                 );
             }
         }
+        let present = |name: &str| node.lookup(name).is_some_and(|i| seen.get(i));
         let branch_passes = |b: &Node| b.required.iter().all(|r| present(r));
         if !node.any_of.is_empty() && !node.any_of.iter().any(branch_passes) {
-            self.st.fail(
-                self.path,
+            self.fail(
+                path,
                 "any-of-no-match",
                 "matches none of the anyOf alternatives".to_string(),
             );
@@ -414,8 +1328,8 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
         if !node.one_of.is_empty() {
             let n = node.one_of.iter().filter(|b| branch_passes(b)).count();
             if n != 1 {
-                self.st.fail(
-                    self.path,
+                self.fail(
+                    path,
                     "one-of-not-exactly-one",
                     format!("must match exactly one oneOf alternative; matches {n}"),
                 );
@@ -424,46 +1338,926 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
         if let Some(not) = &node.not
             && branch_passes(not)
         {
-            self.st.fail(
-                self.path,
+            self.fail(
+                path,
                 "not-matched",
                 "matches a schema it must not match".to_string(),
             );
         }
-        Ok(())
     }
 }
 
-enum Key {
-    Declared(usize),
-    /// The name is kept only when it may be reported or written.
-    Undeclared(Option<String>),
+/// A syntax error: where and what.
+type Bad = (usize, &'static str);
+
+/// Past whitespace from `i` (compact text has none: one comparison).
+#[inline(always)]
+fn ws_at(b: &[u8], mut i: usize) -> usize {
+    if let Some(&c) = b.get(i)
+        && c > b' '
+    {
+        return i;
+    }
+    while let Some(b' ' | b'\n' | b'\t' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
 }
 
-struct KeySeed<'a> {
-    node: &'a Node,
-    keep_name: bool,
+/// The string whose opening quote is just before `i`: the index of its
+/// closing quote, and whether it holds an escape. Escapes' syntax is
+/// checked and control characters refused, as serde_json does; nothing is
+/// decoded.
+#[inline(always)]
+fn string_end(b: &[u8], i: usize) -> Result<(usize, bool), Bad> {
+    let end = skip_plain(b, i);
+    if b.get(end) == Some(&b'"') {
+        return Ok((end, false));
+    }
+    string_end_slow(b, end)
 }
 
-impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
-    type Value = Key;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
-        d.deserialize_str(self)
+#[inline(never)]
+fn string_end_slow(b: &[u8], mut i: usize) -> Result<(usize, bool), Bad> {
+    let mut escaped = false;
+    loop {
+        i = skip_plain(b, i);
+        match b.get(i) {
+            Some(b'"') => return Ok((i, escaped)),
+            Some(b'\\') => {
+                escaped = true;
+                match b.get(i + 1) {
+                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                    Some(b'u') => match b.get(i + 2..i + 6) {
+                        Some(h) if h.iter().all(u8::is_ascii_hexdigit) => i += 6,
+                        Some(_) => return Err((i, "invalid escape")),
+                        None => return Err((b.len(), "EOF while parsing a string")),
+                    },
+                    Some(_) => return Err((i + 1, "invalid escape")),
+                    None => return Err((b.len(), "EOF while parsing a string")),
+                }
+            }
+            Some(_) => {
+                return Err((
+                    i,
+                    "control character (\\u0000-\\u001F) found while parsing a string",
+                ));
+            }
+            None => return Err((b.len(), "EOF while parsing a string")),
+        }
     }
 }
 
-impl<'de> Visitor<'de> for KeySeed<'_> {
-    type Value = Key;
+/// Past the digits from `i`. The first four are tested without a loop:
+/// inside the sandbox every loop iteration also pays the deadline check,
+/// and most runs of digits are short.
+#[inline(always)]
+fn digits_end(b: &[u8], i: usize) -> usize {
+    let digit = |k: usize| matches!(b.get(k), Some(b'0'..=b'9'));
+    if !digit(i) {
+        return i;
+    }
+    if !digit(i + 1) {
+        return i + 1;
+    }
+    if !digit(i + 2) {
+        return i + 2;
+    }
+    if !digit(i + 3) {
+        return i + 3;
+    }
+    let mut j = i + 4;
+    while digit(j) {
+        j += 1;
+    }
+    j
+}
 
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("an object key")
+/// Past the number at `i` (its first byte is `-` or a digit): JSON's
+/// grammar, as serde_json checks it when it skips one.
+#[inline(always)]
+fn number_end(b: &[u8], mut i: usize) -> Result<usize, Bad> {
+    if b[i] == b'-' {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => {
+            i += 1;
+            if let Some(b'0'..=b'9') = b.get(i) {
+                return Err((i, "invalid number"));
+            }
+        }
+        Some(b'1'..=b'9') => i = digits_end(b, i + 1),
+        Some(_) => return Err((i, "invalid number")),
+        None => return Err((i, "EOF while parsing a value")),
+    }
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = digits_end(b, start);
+        if i == start {
+            return Err((i, "invalid number"));
+        }
+    }
+    if let Some(b'e' | b'E') = b.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = b.get(i) {
+            i += 1;
+        }
+        let start = i;
+        i = digits_end(b, start);
+        if i == start {
+            return Err((i, "invalid number"));
+        }
+    }
+    Ok(i)
+}
+
+/// Past `word` (`true`, `false`, `null`) at `i`.
+#[inline(always)]
+fn ident_end(b: &[u8], i: usize, word: &[u8]) -> Result<usize, Bad> {
+    match b.get(i..i + word.len()) {
+        Some(w) if w == word => Ok(i + word.len()),
+        _ => {
+            for (k, &c) in word.iter().enumerate() {
+                match b.get(i + k) {
+                    None => return Err((b.len(), "EOF while parsing a value")),
+                    Some(&x) if x != c => return Err((i + k, "expected ident")),
+                    Some(_) => {}
+                }
+            }
+            Err((i, "expected ident"))
+        }
+    }
+}
+
+/// A member name at `i` (after whitespace) of a skipped object, and its
+/// colon: the index past the colon.
+#[inline(always)]
+fn skip_key_at(b: &[u8], i: usize) -> Result<usize, Bad> {
+    match b.get(i) {
+        Some(b'"') => {}
+        Some(_) => return Err((i, "key must be a string")),
+        None => return Err((i, "EOF while parsing an object")),
+    }
+    let (end, _) = string_end(b, i + 1)?;
+    let i = ws_at(b, end + 1);
+    match b.get(i) {
+        Some(b':') => Ok(i + 1),
+        Some(_) => Err((i, "expected `:`")),
+        None => Err((i, "EOF while parsing an object")),
+    }
+}
+
+/// Skips one value at `i` (whitespace before it allowed) as serde_json's
+/// `IgnoredAny` does: syntax checked, escapes not decoded, numbers not
+/// converted, no nesting limit (iterative). Returns the index past it and
+/// the deepest nesting of arrays and objects in it.
+fn skip(b: &[u8], mut i: usize) -> Result<(usize, usize), Bad> {
+    let mut frames = Frames::default();
+    let mut deepest = 0;
+    loop {
+        // A value starts here.
+        i = ws_at(b, i);
+        match b.get(i) {
+            Some(b'"') => i = string_end(b, i + 1)?.0 + 1,
+            Some(b'-' | b'0'..=b'9') => i = number_end(b, i)?,
+            Some(&c @ (b'{' | b'[')) => {
+                deepest = deepest.max(frames.depth + 1);
+                i = ws_at(b, i + 1);
+                let close = if c == b'{' { b'}' } else { b']' };
+                if b.get(i) == Some(&close) {
+                    i += 1;
+                } else {
+                    frames.push(c == b'{');
+                    if c == b'{' {
+                        i = skip_key_at(b, i)?;
+                    }
+                    continue;
+                }
+            }
+            Some(b't') => i = ident_end(b, i, b"true")?,
+            Some(b'f') => i = ident_end(b, i, b"false")?,
+            Some(b'n') => i = ident_end(b, i, b"null")?,
+            Some(_) => return Err((i, "expected value")),
+            None => return Err((i, "EOF while parsing a value")),
+        }
+        // A value ended: close what it completes, up to the next one.
+        loop {
+            let Some(object) = frames.top() else {
+                return Ok((i, deepest));
+            };
+            i = ws_at(b, i);
+            match b.get(i) {
+                Some(b',') => {
+                    i += 1;
+                    if object {
+                        i = skip_key_at(b, ws_at(b, i))?;
+                    }
+                    break;
+                }
+                Some(b'}') if object => {
+                    i += 1;
+                    frames.pop();
+                }
+                Some(b']') if !object => {
+                    i += 1;
+                    frames.pop();
+                }
+                Some(_) if object => return Err((i, "expected `,` or `}`")),
+                Some(_) => return Err((i, "expected `,` or `]`")),
+                None if object => return Err((i, "EOF while parsing an object")),
+                None => return Err((i, "EOF while parsing a list")),
+            }
+        }
+    }
+}
+
+/// The end of the scalar at `i` when it needs nothing but to be copied as
+/// it stands for a node that accepts it as `kind` says: a string without
+/// escapes within the byte bound, or a number whose text is already how
+/// serde_json writes it (an integer of at most 18 digits, not `-0`; a
+/// `-?D.F` of at most 15 digits as [`fast_float`] deems canonical).
+/// None: read it the general way (which also reports what is wrong).
+#[inline(always)]
+fn plain_scalar(b: &[u8], i: usize, kind: Scalar) -> Option<usize> {
+    match b.get(i) {
+        Some(b'"') => {
+            let end = skip_plain(b, i + 1);
+            (b.get(end) == Some(&b'"') && ((end - i - 1) as u64) < kind.str_below)
+                .then_some(end + 1)
+        }
+        Some(&c) if kind.num && (c == b'-' || c.is_ascii_digit()) => plain_number(b, i),
+        _ => None,
+    }
+}
+
+/// [`plain_scalar`] for a number at `i` (out of line: the member loop stays
+/// small).
+#[inline(never)]
+fn plain_number(b: &[u8], i: usize) -> Option<usize> {
+    let negative = b[i] == b'-';
+    let first = i + usize::from(negative);
+    let int_end = digits_end(b, first);
+    let digits = int_end - first;
+    if digits == 0 || (digits > 1 && b[first] == b'0') {
+        return None;
+    }
+    match b.get(int_end) {
+        Some(b'e' | b'E') => None,
+        Some(b'.') => {
+            let frac_start = int_end + 1;
+            let end = digits_end(b, frac_start);
+            let frac = end - frac_start;
+            if frac == 0 || digits + frac > 15 || matches!(b.get(end), Some(b'e' | b'E')) {
+                return None;
+            }
+            let canonical = if frac == 1 && b[frac_start] == b'0' {
+                true
+            } else if b[end - 1] == b'0' {
+                false
+            } else if b[first] == b'0' {
+                b[frac_start..end]
+                    .iter()
+                    .take_while(|&&c| c == b'0')
+                    .count()
+                    <= 4
+            } else {
+                true
+            };
+            canonical.then_some(end)
+        }
+        _ => (digits <= 18 && !(negative && digits == 1 && b[first] == b'0')).then_some(int_end),
+    }
+}
+
+/// Powers of ten that are exact in an `f64`.
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The `f64` of a number token with a fraction or an exponent (syntax
+/// already checked), when it can be had exactly without serde_json: at most
+/// 2^53 as an integer significand and a power of ten of at most 22 apart, so
+/// one exactly-rounded multiplication or division gives it (serde_json
+/// computes the same product or quotient, with or without its
+/// `float_roundtrip` feature, which rounds exactly too). Also says whether
+/// the token is spelled as serde_json writes that `f64` (shortest
+/// round-trip digits, plain notation), so it may be copied as it stands:
+/// `-?D.F` with at most 15 significant digits (two different decimals of at
+/// most 15 digits never round to the same `f64`, so these digits are the
+/// shortest), no trailing zero in `F` unless `F` is `0`, and a magnitude in
+/// [1e-5, 1e15) or zero. Checked against serde_json by the tests.
+fn fast_float(t: &[u8]) -> Option<(f64, bool)> {
+    let (negative, t) = match t.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, t),
+    };
+    let int_len = t
+        .iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(t.len());
+    let (int, rest) = t.split_at(int_len);
+    let (frac, rest) = match rest.split_first() {
+        Some((b'.', r)) => {
+            let n = r
+                .iter()
+                .position(|c| !c.is_ascii_digit())
+                .unwrap_or(r.len());
+            r.split_at(n)
+        }
+        _ => (&[][..], rest),
+    };
+    let exp: i32 = match rest.split_first() {
+        None => 0,
+        Some((_, e)) => {
+            let (neg, digits) = match e.split_first() {
+                Some((b'-', d)) => (true, d),
+                Some((b'+', d)) => (false, d),
+                _ => (false, e),
+            };
+            if digits.len() > 4 {
+                return None;
+            }
+            let v = digits
+                .iter()
+                .fold(0i32, |v, c| v * 10 + i32::from(c - b'0'));
+            if neg { -v } else { v }
+        }
+    };
+    if int.len() + frac.len() > 19 {
+        return None;
+    }
+    let sig = int
+        .iter()
+        .chain(frac)
+        .fold(0u64, |v, c| v * 10 + u64::from(c - b'0'));
+    if sig > 1 << 53 {
+        return None;
+    }
+    let e10 = exp - frac.len() as i32;
+    let mut f = sig as f64;
+    if e10 >= 0 {
+        f *= *POW10.get(e10 as usize)?;
+    } else {
+        f /= *POW10.get(e10.unsigned_abs() as usize)?;
+    }
+    if negative {
+        f = -f;
+    }
+    let canonical = rest.is_empty()
+        && !frac.is_empty()
+        && if frac == b"0" {
+            int.len() <= 15
+        } else if frac.last() == Some(&b'0') {
+            false
+        } else if int != b"0" {
+            int.len() + frac.len() <= 15
+        } else {
+            let zeros = frac.iter().take_while(|&&c| c == b'0').count();
+            zeros <= 4 && frac.len() - zeros <= 15
+        };
+    Some((f, canonical))
+}
+
+/// Four hex digits (already checked) as a number.
+fn hex4(h: &[u8]) -> u32 {
+    h.iter().fold(0, |n, &c| {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => c - b'A' + 10,
+        };
+        (n << 4) | u32::from(d)
+    })
+}
+
+/// From `i`, the index of the first `"`, `\` or control character (or the
+/// end): eight bytes at a time, then one by one. The first two words are
+/// tested without a loop (most strings end within them, and inside the
+/// sandbox every loop iteration also pays the deadline check).
+#[inline(always)]
+fn skip_plain(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = ONES << 7;
+    let hits = |chunk: &[u8]| {
+        let x = u64::from_le_bytes([
+            chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
+        ]);
+        let ctrl = x.wrapping_sub(ONES * 0x20) & !x;
+        let q = x ^ (ONES * u64::from(b'"'));
+        let quote = q.wrapping_sub(ONES) & !q;
+        let s = x ^ (ONES * u64::from(b'\\'));
+        let backslash = s.wrapping_sub(ONES) & !s;
+        (ctrl | quote | backslash) & HIGH
+    };
+    if let Some(chunk) = b.get(i..i + 8) {
+        let hit = hits(chunk);
+        if hit != 0 {
+            return i + (hit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+        if let Some(chunk) = b.get(i..i + 8) {
+            let hit = hits(chunk);
+            if hit != 0 {
+                return i + (hit.trailing_zeros() / 8) as usize;
+            }
+            i += 8;
+        }
+    }
+    while let Some(chunk) = b.get(i..i + 8) {
+        let hit = hits(chunk);
+        if hit != 0 {
+            return i + (hit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::fast_float;
+    use crate::schema::{Dialect, Schema, compile};
+    use crate::stream_reference;
+
+    /// Runs both passes, validating and pruning, and asserts they agree:
+    /// byte-identical output, the same violations (for invalid JSON, the
+    /// same single `invalid-json`; the message quotes the parser). Returns
+    /// the pruned text (or the rules of the violations).
+    fn same(schema: &Schema, text: &str) -> Result<String, Vec<String>> {
+        let mut last = Ok(String::new());
+        for prune in [false, true] {
+            let new = super::run(schema, text, prune);
+            let old = stream_reference::run(schema, text, prune);
+            match (&new, &old) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "output differs (prune {prune}) on {text:?}"),
+                (Err(a), Err(b)) => {
+                    let key = |v: &crate::Violation| {
+                        if v.rule == "invalid-json" {
+                            (v.pointer.clone(), v.rule.clone(), String::new())
+                        } else {
+                            (v.pointer.clone(), v.rule.clone(), v.message.clone())
+                        }
+                    };
+                    let a: Vec<_> = a.iter().map(key).collect();
+                    let b: Vec<_> = b.iter().map(key).collect();
+                    assert_eq!(a, b, "violations differ (prune {prune}) on {text:?}");
+                }
+                _ => panic!(
+                    "verdicts differ (prune {prune}) on {text:?}:\n new {new:?}\n old {old:?}"
+                ),
+            }
+            last = new.map_err(|v| v.into_iter().map(|v| v.rule).collect());
+        }
+        last
     }
 
-    fn visit_str<E>(self, k: &str) -> Result<Key, E> {
-        Ok(match self.node.lookup(k) {
-            Some(i) => Key::Declared(i),
-            None => Key::Undeclared(self.keep_name.then(|| k.to_string())),
-        })
+    fn string(max: u64) -> Value {
+        json!({"type": "string", "maxLength": max})
+    }
+
+    fn closed(props: Value, required: &[&str]) -> Value {
+        json!({"type": "object", "additionalProperties": false, "required": required, "properties": props})
+    }
+
+    /// The output schema and result of the host benchmark's large case
+    /// (`host/benches/sandbox.rs`).
+    fn large() -> (Schema, String) {
+        let line = closed(
+            json!({"sku": string(20), "qty": {"type": "integer"}, "price": {"type": "number"}}),
+            &["sku"],
+        );
+        let schema = closed(
+            json!({
+                "orders": {"type": "array", "maxItems": 50, "items": closed(json!({
+                    "id": string(20), "status": string(20), "placed_at": string(30), "total": {"type": "number"},
+                    "shipping": closed(json!({"carrier": string(20), "tracking": string(40), "eta": string(30)}), &[]),
+                    "lines": {"type": "array", "maxItems": 20, "items": line}}), &["id"])},
+                "page": {"type": "integer"}, "pages": {"type": "integer"}
+            }),
+            &[],
+        );
+        let order = |i: u32| {
+            json!({"id": format!("ORD-{i:06}"), "status": "delivered", "placed_at": "2026-10-01T10:00:00Z",
+            "total": 99.9, "margin": 12.5, "customer_email": "someone@shop.example",
+            "shipping": {"carrier": "UPS", "tracking": "1Z999AA10123456784", "eta": "2026-10-03", "cost": 4.2},
+            "lines": (0..4).map(|j| json!({"sku": format!("SKU-{j}"), "qty": 1, "price": 24.9, "cost": 10.0})).collect::<Vec<_>>()})
+        };
+        let result = json!({"orders": (0..20).map(order).collect::<Vec<_>>(), "page": 1, "pages": 3, "trace": "x".repeat(200)});
+        (
+            compile(Dialect::Output, &schema).unwrap(),
+            result.to_string(),
+        )
+    }
+
+    /// A schema that exercises every path: enum / const (whole values),
+    /// nullable types, nested arrays, names that need escaping.
+    fn mixed() -> Schema {
+        compile(
+            Dialect::Output,
+            &closed(
+                json!({
+                    "a": {"type": "array", "maxItems": 4, "items": closed(json!({
+                        "x": {"type": ["integer", "null"]}, "y": string(6), "z": {"type": "number"}}), &["x"])},
+                    "b": string(9),
+                    "k": {"type": "string", "maxLength": 5, "enum": ["on", "off"]},
+                    "c": {"const": {"deep": [1, 2.5, "s"]}},
+                    "f": {"type": "boolean"},
+                    "n": {"type": "null"},
+                    "q\"uote": {"type": "string", "maxLength": 8},
+                    "back\\slash": {"type": "integer"},
+                    "ünï": {"type": "string", "maxLength": 3},
+                    "identifier_longer_than_eight": {"type": "integer"},
+                    "m": {"type": "array", "maxItems": 3, "items": {"type": "array", "maxItems": 2, "items": {"type": "integer"}}}
+                }),
+                &["b"],
+            ),
+        )
+        .unwrap()
+    }
+
+    /// A schema whose names are all plain (the fast paths for names).
+    fn plain() -> Schema {
+        compile(
+            Dialect::Output,
+            &closed(
+                json!({
+                    "a": {"type": "array", "maxItems": 4, "items": closed(json!({
+                        "x": {"type": ["integer", "null"]}, "z": {"type": "number"}}), &["x"])},
+                    "b": string(9),
+                    "f": {"type": "boolean"},
+                    "n": {"type": "null"},
+                    "identifier_longer_than_eight": {"type": "integer"},
+                    "o": closed(json!({"p": string(3)}), &[])
+                }),
+                &["b"],
+            ),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_bench_documents_prune_identically() {
+        let (schema, text) = large();
+        let out = same(&schema, &text).unwrap();
+        assert_eq!(out.len(), 6571);
+        assert!(!out.contains("margin") && !out.contains("cost") && !out.contains("trace"));
+        // Pretty-printed, the same output.
+        let pretty =
+            serde_json::to_string_pretty(&serde_json::from_str::<Value>(&text).unwrap()).unwrap();
+        assert_eq!(same(&schema, &pretty).unwrap(), out);
+        // With an undeclared member first, last, everywhere.
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let mut w = v.clone();
+        w["orders"][3]["aaa"] = json!({"nested": [1, {"x": "y"}]});
+        w["orders"][3]["zzz"] = json!(null);
+        w["orders"][3]["shipping"]["a"] = json!("\u{1F600}");
+        assert_eq!(same(&schema, &w.to_string()).unwrap(), out);
+    }
+
+    #[test]
+    fn documents_prune_identically_to_the_previous_pass() {
+        let s = mixed();
+        let docs = [
+            r#"{"b":"x"}"#,
+            r#"{"b":"x","a":[{"x":1,"y":"ab","z":1.5,"w":[1,2]},{"x":null,"z":10}],"junk":{"a":[1,2,{"b":null}]}}"#,
+            r#"{"junk":1,"b":"x","k":"on","c":{"deep":[1,2.5,"s"]},"f":true,"n":null}"#,
+            r#"{"b":"x","c":{"deep":[1.0,2.5,"s"]}}"#,
+            r#"{"b":"x","c":{"deep":[1,2.5,"t"]}}"#,
+            r#"{"b":"x","k":"no"}"#,
+            "{ \"b\" : \"x\" ,\n\t\"f\" : false , \"a\" : [ ] , \"m\" : [ [ 1 , 2 ] , [ ] ] }\r\n",
+            r#"{"q\"uote":"a\"b","back\\slash":7,"ünï":"ñññ","b":"é"}"#,
+            r#"{"q\u0022uote":"a","back\u005cslash":-7,"\u00fcn\u00ef":"abc","b":"x"}"#,
+            r#"{"\u0062":"esc\/aped\n\t\u0001\u00e9\ud83d\ude00","\u0061":[{"\u0078":0}]}"#,
+            r#"{"b":"x","identifier_longer_than_eight":1,"identifier_longer_than_eighty":2,"identifier_longer_than_eigh":3}"#,
+            r#"{"b":"x","b":"y"}"#,
+            r#"{"b":"x","\u0062":"y"}"#,
+            r#"{"b":"x","junk":1,"junk":2}"#,
+            r#"{"b":"x","a":[{"x":1,"x":2}]}"#,
+            r#"{"b":"x","a":[{"x":1},{"x":2},{"x":3},{"x":4},{"x":5},{"x":6}]}"#,
+            r#"{"b":"x","a":[{"y":"far too long"},{"x":"one"}]}"#,
+            r#"{"b":"0123456789"}"#,
+            r#"{"b":"ñññññññññ"}"#,
+            r#"{"b":"x","f":"true","n":0,"a":{},"m":[[1,2,3]]}"#,
+            r#"[1,2]"#,
+            r#""b""#,
+            r#"{"b":"x","a":[{"x":1,"z":-0},{"x":-0.0,"z":1e2},{"x":1E+2,"z":0.000001},{"x":2.50,"z":123456789012345678901234567890}]}"#,
+            r#"{"b":"x","a":[{"x":18446744073709551615,"z":18446744073709551616},{"x":-9223372036854775808,"z":-9223372036854775809},{"x":10.0,"z":1.5e-7}]}"#,
+            r#"{"b":"x","a":[{"x":1,"z":0.1},{"x":2,"z":99.90},{"x":3,"z":1234567890123456.5},{"x":4,"z":5e-324}]}"#,
+            r#"{"b":"x","a":[{"x":1,"z":1e400}]}"#,
+            r#"{"b":"x","junk":1e400,"junk2":-1e999999999999}"#,
+            r#"{"b":"x","junk":"\ud800","junk2":{"\udc00":1}}"#,
+            r#"{"b":"\ud800"}"#,
+            r#"{"b":"\udc00x"}"#,
+            r#"{"b":"\ud800\u0041"}"#,
+            r#"{"b":"\ud800\n"}"#,
+            r#"{"\ud800":1,"b":"x"}"#,
+            r#"{"b":"x","f":1}"#,
+        ];
+        for doc in docs {
+            same(&s, doc).ok();
+        }
+        // A duplicate declared member is refused even though both copies
+        // would be copied verbatim.
+        assert_eq!(
+            same(&s, r#"{"b":"x","f":true,"f":true}"#).unwrap_err(),
+            ["duplicate-key"]
+        );
+        // Escapes are decoded, checked and written as serde_json writes them.
+        assert_eq!(
+            same(&s, r#"{"\u0062":"\/\u00e9\u0009\ud83d\ude00"}"#).unwrap(),
+            "{\"b\":\"/é\\t\u{1F600}\"}"
+        );
+        assert_eq!(
+            same(&s, r#"{"b":"é\"","q\"uote":"\\"}"#).unwrap(),
+            r#"{"b":"é\"","q\"uote":"\\"}"#
+        );
+    }
+
+    #[test]
+    fn invalid_json_is_refused_exactly_where_serde_json_refuses_it() {
+        let s = mixed();
+        let open = compile(Dialect::Output, &json!({})).unwrap();
+        let docs = [
+            "",
+            " ",
+            "{",
+            "}",
+            "[",
+            "]",
+            "{\"b\"",
+            "{\"b\":",
+            "{\"b\":\"x\"",
+            "{\"b\":\"x\",}",
+            "{\"b\":\"x\",,\"f\":true}",
+            "{\"b\" \"x\"}",
+            "{b:\"x\"}",
+            "{\"b\":\"x\"}}",
+            "{\"b\":\"x\"} x",
+            "{\"b\":\"x\"} ",
+            "\u{feff}{\"b\":\"x\"}",
+            "{\"b\":\"x\u{1}\"}",
+            "{\"b\":\"\\x\"}",
+            "{\"b\":\"\\u12\"}",
+            "{\"b\":\"\\u12G4\"}",
+            "{\"b\":\"x",
+            "{\"b\":\"x\",\"f\":tru}",
+            "{\"b\":\"x\",\"f\":truex}",
+            "{\"b\":\"x\",\"n\":nul}",
+            "{\"b\":\"x\",\"n\":nulll}",
+            "{\"b\":\"x\",\"junk\":01}",
+            "{\"b\":\"x\",\"junk\":1.}",
+            "{\"b\":\"x\",\"junk\":.5}",
+            "{\"b\":\"x\",\"junk\":+1}",
+            "{\"b\":\"x\",\"junk\":-}",
+            "{\"b\":\"x\",\"junk\":1e}",
+            "{\"b\":\"x\",\"junk\":1e+}",
+            "{\"b\":\"x\",\"junk\":[1,]}",
+            "{\"b\":\"x\",\"junk\":[,1]}",
+            "{\"b\":\"x\",\"junk\":{,}}",
+            "{\"b\":\"x\",\"junk\":{\"a\"}}",
+            "{\"b\":\"x\",\"junk\":{\"a\":1,}}",
+            "{\"b\":\"x\",\"junk\":[1 2]}",
+            "{\"b\":\"x\",\"junk\":[}",
+            "{\"b\":\"x\",\"junk\":{]}",
+            "{\"b\":\"x\",\"junk\":\"\\ud800\"}",
+            "{\"b\":\"x\",\"a\":[1,]}",
+            "{\"b\":\"x\",\"a\":[{\"x\":01}]}",
+            "{\"b\":\"x\",\"f\":[1,}",
+            "{\"b\":\"x\",\"f\":{\"a\":}}",
+            "{\"b\":\"x\",\"f\":{\"\\ud800\":1}}",
+            "{\"b\":\"x\",\"f\":{\"a\":\"\\ud800\"}}",
+            "{\"b\":\"x\",\"a\":[{\"x\":1,\"y\":\"a\"}],\"m\":[[1,2],[3,]]}",
+            "{\"b\":\"x\",\"c\":{\"deep\":[1,2.5,\"s\"],}}",
+            "{\"b\":\"x\",\"c\":1e400}",
+            "{\"b\":\"x\",\"c\":\"\\ud800\"}",
+            "{\"b\":\"x\"\n,\n}",
+            "nul",
+            "tru",
+            "1.5e",
+            "-0x1",
+        ];
+        let p = plain();
+        let names = [
+            "{\"b\":\"x\",x\"y\":1}",
+            "{\"b\":\"x\", y:1}",
+            "{\"b\":\"x\",\"junk\":1,x\"b\":1}",
+            "{\"b\":\"x\",1:2}",
+            "{\"b\":\"x\",\"b\\\":1}",
+            "{\"b\":\"x\",\"junk\" 1}",
+            "{\"b\":\"x\",\"junk\"",
+            "{\"b\":\"x\",\"ju\u{1}nk\":1}",
+            "{\"b\":\"x\",\"ju\u{1}\":1}",
+            "{\"b\":\"x\",\"f\"\u{1}:1}",
+            "{\"b\":\"x\",\"junk\":1,}",
+            "{\"b\":\"x\",\"o\":{\"q\":1,}}",
+            "{\"b\":\"x\",\"o\":{\"q\":1 \"p\":\"a\"}}",
+            "{\"b\":\"x\",\"o\":{\"p\":\"a\",\"p\":\"a\"}}",
+            "{\"b\":\"x\",\"o\":{q:1}}",
+            "{\"b\":\"x\",\"o\":{\"\\u0070\":\"a\"}}",
+            "{\"b\":\"x\",\"o\":{\"\\ud800\":1}}",
+            "{\"b\":\"x\",\"o\":{\"p\\ud800\":1}}",
+        ];
+        for doc in docs.iter().chain(&names) {
+            same(&s, doc).ok();
+            same(&open, doc).ok();
+            same(&p, doc).ok();
+        }
+        assert_eq!(same(&s, "{\"b\":\"x\",}").unwrap_err(), ["invalid-json"]);
+        assert_eq!(
+            same(&p, "{\"b\":\"x\",x\"y\":1}").unwrap_err(),
+            ["invalid-json"]
+        );
+    }
+
+    #[test]
+    fn nesting_is_bounded_where_serde_json_bounds_it() {
+        let s = mixed();
+        let open = compile(Dialect::Output, &json!({})).unwrap();
+        for n in [1usize, 64, 65, 126, 127, 128, 129, 200] {
+            let deep = format!("{}{}", "[".repeat(n), "]".repeat(n));
+            same(&open, &deep).ok();
+            // Skipped values have no nesting bound in serde_json either.
+            same(&s, &format!("{{\"b\":\"x\",\"junk\":{deep}}}")).ok();
+            // Whole values (const) count from where they start.
+            same(&s, &format!("{{\"b\":\"x\",\"c\":{deep}}}")).ok();
+            same(
+                &s,
+                &format!("{{\"b\":\"x\",\"a\":[{{\"x\":1,\"z\":{deep}}}]}}"),
+            )
+            .ok();
+            let objects = format!("{}1{}", "{\"a\":".repeat(n), "}".repeat(n));
+            same(&open, &objects).ok();
+            same(&s, &format!("{{\"b\":\"x\",\"junk\":{objects}}}")).ok();
+        }
+        assert!(same(&open, &format!("{}{}", "[".repeat(127), "]".repeat(127))).is_ok());
+        assert!(same(&open, &format!("{}{}", "[".repeat(128), "]".repeat(128))).is_err());
+        let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+        assert!(same(&s, &format!("{{\"b\":\"x\",\"junk\":{deep}}}")).is_ok());
+    }
+
+    /// A small deterministic generator (xorshift).
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    #[test]
+    fn mutated_documents_get_the_same_verdicts() {
+        let (large_schema, large_text) = large();
+        let mixed = mixed();
+        let open = compile(Dialect::Output, &json!({})).unwrap();
+        let input = compile(
+            Dialect::Input,
+            &json!({"type": "object", "additionalProperties": false,
+                "properties": {"a": {"type": "boolean"}, "b": {"type": "string", "maxLength": 4, "pattern": "^[a-z]*$"},
+                    "n": {"type": "integer"}},
+                "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        )
+        .unwrap();
+        let plain = plain();
+        let seeds: Vec<(&Schema, String)> = vec![
+            (&large_schema, large_text[..1500].to_string() + "]}"),
+            (&plain, r#"{"junk":[1,{"a":2}],"b":"x","a":[{"x":1,"z":2.5,"w":0},{"x":null,"z":-1e3}],"o":{"q":"r","p":"s"},"f":true,"n":null,"identifier_longer_than_eight":7}"#.to_string()),
+            (&plain, r#"{ "b" : "\u0041\n" , "o" : { "p" : "" } , "junk" : "\ud83d\ude00" , "a" : [ ] }"#.to_string()),
+            (&mixed, r#"{"b":"x","a":[{"x":1,"y":"ab","z":1.5}],"c":{"deep":[1,2.5,"s"]},"k":"on","junk":{"p":[true,null,-1.5e3,"\u00e9"]},"m":[[1],[2,3]]}"#.to_string()),
+            (&mixed, r#"{ "q\"uote" : "a\\b" , "b" : "\ud83d\ude00" , "f" : false , "n" : null }"#.to_string()),
+            (&open, r#"{"z":[1,{"b":2,"a":1.0}],"a":"s\n","a":0.5e1}"#.to_string()),
+            (&input, r#"{"a":true,"b":"abc","n":-12,"x":[{}]}"#.to_string()),
+        ];
+        let alphabet = b"{}[]\",:\\ \n0123456789-+.eEtrufalsnbxyzq\x01u";
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut accepted = 0;
+        for round in 0..40_000 {
+            let (schema, seed) = &seeds[round % seeds.len()];
+            let mut doc = seed.as_bytes().to_vec();
+            for _ in 0..1 + rng.below(3) {
+                let at = rng.below(doc.len() + 1);
+                let c = alphabet[rng.below(alphabet.len())];
+                match rng.below(3) {
+                    0 => doc.insert(at, c),
+                    1 if at < doc.len() => {
+                        doc.remove(at);
+                    }
+                    _ if at < doc.len() => doc[at] = c,
+                    _ => doc.push(c),
+                }
+            }
+            if let Ok(text) = String::from_utf8(doc)
+                && same(schema, &text).is_ok()
+            {
+                accepted += 1;
+            }
+        }
+        // Enough of the mutants stay valid to exercise the output path.
+        assert!(accepted > 2000, "only {accepted} mutants accepted");
+    }
+
+    #[test]
+    fn floats_read_and_written_as_serde_json_does() {
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        let digits = |rng: &mut Rng, n: usize| -> String {
+            (0..n)
+                .map(|_| char::from(b'0' + rng.below(10) as u8))
+                .collect()
+        };
+        let mut tokens: Vec<String> = [
+            "0.0",
+            "-0.0",
+            "10.0",
+            "0.5",
+            "99.9",
+            "24.9",
+            "4.2",
+            "12.5",
+            "1.50",
+            "0.10",
+            "0.00001",
+            "0.000001",
+            "0.0001234",
+            "123456789012345.0",
+            "999999999999999.9",
+            "1234567890123456.0",
+            "100000000000000.5",
+            "1e2",
+            "1E2",
+            "1e-2",
+            "2.5e+3",
+            "9007199254740993.0",
+            "0.30000000000000004",
+            "1.7976931348623157e308",
+            "5e-324",
+            "1e22",
+            "1e23",
+            "123.456e-20",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for _ in 0..20000 {
+            let int = match rng.below(4) {
+                0 => "0".to_string(),
+                _ => {
+                    let n = 1 + rng.below(17);
+                    let mut d = digits(&mut rng, n);
+                    if d.starts_with('0') {
+                        d.replace_range(..1, "7");
+                    }
+                    d
+                }
+            };
+            let n = 1 + rng.below(17);
+            let mut t = format!("{int}.{}", digits(&mut rng, n));
+            if rng.below(4) == 0 {
+                t += &format!("e{}{}", ["", "+", "-"][rng.below(3)], rng.below(30));
+            }
+            if rng.below(2) == 0 {
+                t.insert(0, '-');
+            }
+            tokens.push(t);
+        }
+        let mut fast = 0;
+        for t in &tokens {
+            let want: f64 = serde_json::from_str(t).unwrap();
+            let Some((f, canonical)) = fast_float(t.as_bytes()) else {
+                continue;
+            };
+            fast += 1;
+            assert_eq!(f.to_bits(), want.to_bits(), "{t}");
+            if canonical {
+                assert_eq!(serde_json::to_string(&f).unwrap(), *t, "{t}");
+            }
+        }
+        assert!(fast > 5000);
+        // End to end, through both passes (inline fast paths included).
+        let s = plain();
+        for t in tokens.iter().step_by(7) {
+            for doc in [
+                format!(r#"{{"b":"x","a":[{{"x":1,"z":{t}}}]}}"#),
+                format!(r#"{{"b":"x","a":[{{"x":{t},"z":0}}]}}"#),
+                format!(r#"{{"b":"x","junk":{t}}}"#),
+            ] {
+                same(&s, &doc).ok();
+            }
+        }
     }
 }
