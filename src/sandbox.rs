@@ -115,9 +115,7 @@ impl PolicySandbox {
         })
         .await?;
         Ok(match pruned {
-            Ok(text) => Ok(serde_json::from_str(&text).map_err(|e| {
-                SandboxError::Contract(format!("prune-output returned invalid JSON: {e}"))
-            })?),
+            Ok(text) => Ok(text.parse("the pruned result")?),
             Err(violations) => Err(violations),
         })
     }

@@ -27,7 +27,6 @@ mod check;
 mod config;
 mod error;
 mod guest;
-mod json;
 mod pool;
 mod sandbox;
 mod types;
@@ -39,6 +38,6 @@ pub use guest::{GuestInfo, GuestSource, WORLD_EXPORT, WORLD_FUNCTIONS};
 pub use pool::PoolStats;
 pub use sandbox::Sandbox;
 pub use types::{
-    DefinitionOptions, IntegrationSchemaKind, InteractionKind, SchemaRef, ShapedInteraction,
-    Verdict, Violation,
+    DefinitionOptions, GuestJson, IntegrationSchemaKind, InteractionKind, JsonObject, SchemaRef,
+    ShapedInteraction, Verdict, Violation,
 };

@@ -8,7 +8,8 @@ use crate::error::{LoadError, SandboxError};
 use crate::guest::{self, GuestInfo, GuestSource};
 use crate::pool::{Fault, Pool, PoolStats};
 use crate::types::{
-    DefinitionOptions, IntegrationSchemaKind, SchemaRef, ShapedInteraction, Verdict, Violation,
+    DefinitionOptions, GuestJson, IntegrationSchemaKind, JsonObject, SchemaRef, ShapedInteraction,
+    Verdict, Violation,
 };
 
 /// Most violations a guest may return from one call (WIT error contract).
@@ -128,13 +129,14 @@ impl Sandbox {
     }
 
     /// `prune-output`: drops undeclared fields of an endpoint result and
-    /// validates the rest; returns the pruned JSON text.
+    /// validates the rest; returns the pruned JSON text, to be checked by
+    /// whoever parses it ([`GuestJson`]).
     pub fn prune_output(
         &self,
         account: &str,
         output_schema: SchemaRef<'_>,
         endpoint_result: &str,
-    ) -> Result<Verdict<String>, SandboxError> {
+    ) -> Result<Verdict<GuestJson>, SandboxError> {
         self.schema(output_schema)?;
         self.input(
             "the endpoint result",
@@ -147,11 +149,7 @@ impl Sandbox {
             let r = g
                 .warden_policy_validator()
                 .call_prune_output(store, s, endpoint_result)?;
-            let out = verdict(r, max_out, String::len)?;
-            if let Ok(text) = &out {
-                json_object_or_value(text, "prune-output")?;
-            }
-            Ok(out)
+            Ok(verdict(r, max_out, String::len)?.map(GuestJson::new))
         })
     }
 
@@ -176,16 +174,14 @@ impl Sandbox {
                 s.public.len() + s.refs.len() + s.assistant_text.as_ref().map_or(0, String::len)
             };
             Ok(match verdict(r, max_out, size)? {
-                Ok(s) => {
-                    json_object_or_value(&s.public, "shape-interaction public")?;
-                    json_object_or_value(&s.refs, "shape-interaction refs")?;
-                    Ok(ShapedInteraction {
-                        kind: s.kind.into(),
-                        public: s.public,
-                        refs: s.refs,
-                        assistant_text: s.assistant_text,
-                    })
-                }
+                // Both parts are small; parsing them here is the check, and a
+                // guest that breaks it is dropped like any other fault.
+                Ok(s) => Ok(ShapedInteraction {
+                    kind: s.kind.into(),
+                    public: json_object(&s.public, "shape-interaction public")?,
+                    refs: json_object(&s.refs, "shape-interaction refs")?,
+                    assistant_text: s.assistant_text,
+                }),
                 Err(v) => Err(v),
             })
         })
@@ -291,7 +287,10 @@ fn verdict<T>(
     }
 }
 
-fn json_object_or_value(text: &str, what: &str) -> Result<(), Fault> {
-    crate::json::check(text)
-        .map_err(|e| Fault::Refused(SandboxError::Contract(format!("{what} is not JSON: {e}"))))
+fn json_object(text: &str, what: &str) -> Result<JsonObject, Fault> {
+    serde_json::from_str(text).map_err(|e| {
+        Fault::Refused(SandboxError::Contract(format!(
+            "{what} is not a JSON object: {e}"
+        )))
+    })
 }

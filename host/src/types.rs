@@ -2,6 +2,11 @@
 
 use serde::Serialize;
 
+use crate::SandboxError;
+
+/// A JSON object as the server uses it.
+pub type JsonObject = serde_json::Map<String, serde_json::Value>;
+
 /// One broken rule at one place, as the guest reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
@@ -51,13 +56,50 @@ pub enum InteractionKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShapedInteraction {
     pub kind: InteractionKind,
-    /// JSON object without opaque references: may reach the model, history
-    /// and the client. Add `interaction_id` and `owner` to it.
-    pub public: String,
-    /// JSON object with only the opaque references: for the response to the
-    /// host application only; never to the model, history, logs or storage.
-    pub refs: String,
+    /// Without opaque references: may reach the model, history and the
+    /// client. Add `interaction_id` and `owner` to it.
+    pub public: JsonObject,
+    /// Only the opaque references: for the response to the host application
+    /// only; never to the model, history, logs or storage.
+    pub refs: JsonObject,
     /// Exactly `No hay una operación disponible para esta consulta.` for
     /// not-found; `None` otherwise.
     pub assistant_text: Option<String>,
+}
+
+/// JSON text a guest returned, not yet checked by the host.
+///
+/// The only way to read it is to parse it ([`GuestJson::parse`]), and that
+/// parse is the check: text that is not JSON is a [`SandboxError::Contract`]
+/// fault of the guest, never data. Checking it in the host first and parsing
+/// it again in the caller would read every pruned result twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestJson(String);
+
+impl GuestJson {
+    pub(crate) fn new(text: String) -> Self {
+        Self(text)
+    }
+
+    /// Parses the text; a guest that returned something other than JSON (or
+    /// JSON not of shape `T`) has broken its contract.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self, what: &str) -> Result<T, SandboxError> {
+        serde_json::from_str(&self.0)
+            .map_err(|e| SandboxError::Contract(format!("{what} is not the expected JSON: {e}")))
+    }
+
+    /// The text exactly as the guest wrote it, unchecked: for byte-for-byte
+    /// comparisons (tests, benchmarks), never to pass on as JSON.
+    pub fn unchecked_text(&self) -> &str {
+        &self.0
+    }
+
+    /// Length of the text in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }

@@ -124,17 +124,24 @@ fn a_huge_answer_is_refused() {
 #[test]
 fn breaking_the_error_contract_is_a_fault() {
     let s = load("no-violations");
+    // Non-JSON output is caught where it is read: the only reader of a
+    // guest's JSON is a parse, so it can never pass for data.
+    let text = s.prune_output("acct", SCHEMA, "{}").unwrap().unwrap();
+    let err = text
+        .parse::<serde_json::Value>("the pruned result")
+        .unwrap_err();
+    assert!(
+        matches!(&err, SandboxError::Contract(m) if m.contains("not the expected JSON")),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), "GUEST_CONTRACT");
+
     let err = s.validate_arguments("acct", SCHEMA, "{}").unwrap_err();
     assert!(
         matches!(&err, SandboxError::Contract(m) if m.contains("no violation")),
         "{err:?}"
     );
-    let err = s.prune_output("acct", SCHEMA, "{}").unwrap_err();
-    assert!(
-        matches!(&err, SandboxError::Contract(m) if m.contains("not JSON")),
-        "{err:?}"
-    );
-    faulted_instance_not_reused(&s, "acct", 2);
+    faulted_instance_not_reused(&s, "acct", 1);
 }
 
 #[test]

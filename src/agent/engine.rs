@@ -766,8 +766,8 @@ fn interaction_outcome(cx: &Context<'_>, shaped: ShapedInteraction) -> Outcome {
         o.pending = PendingChange::Clear;
         return o;
     }
-    let public: Value = serde_json::from_str(&shaped.public).unwrap_or(Value::Null);
-    let refs: Value = serde_json::from_str(&shaped.refs).unwrap_or(Value::Null);
+    let public = Value::Object(shaped.public);
+    let refs = Value::Object(shaped.refs);
     let interaction_id = super::new_id("int_");
     let operation = public["operation"].as_str().unwrap_or_default().to_owned();
     let now = now_millis();
