@@ -16,6 +16,8 @@
 //! - [`interaction`]: the closed host-interaction result (2.3, rules 9 and 10);
 //! - [`cache`]: compiled schemas kept by key, as a guest instance does.
 
+#[cfg(any(test, feature = "bench-cases"))]
+pub mod bench_cases;
 pub mod cache;
 pub mod definition;
 pub mod interaction;

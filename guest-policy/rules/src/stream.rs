@@ -1786,6 +1786,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::fast_float;
+    use crate::bench_cases::{closed, string};
     use crate::schema::{Dialect, Schema, compile};
     use crate::stream_reference;
 
@@ -1821,42 +1822,11 @@ mod tests {
         last
     }
 
-    fn string(max: u64) -> Value {
-        json!({"type": "string", "maxLength": max})
-    }
-
-    fn closed(props: Value, required: &[&str]) -> Value {
-        json!({"type": "object", "additionalProperties": false, "required": required, "properties": props})
-    }
-
-    /// The output schema and result of the host benchmark's large case
-    /// (`host/benches/sandbox.rs`).
+    /// The output schema and result of the host benchmark's large case.
     fn large() -> (Schema, String) {
-        let line = closed(
-            json!({"sku": string(20), "qty": {"type": "integer"}, "price": {"type": "number"}}),
-            &["sku"],
-        );
-        let schema = closed(
-            json!({
-                "orders": {"type": "array", "maxItems": 50, "items": closed(json!({
-                    "id": string(20), "status": string(20), "placed_at": string(30), "total": {"type": "number"},
-                    "shipping": closed(json!({"carrier": string(20), "tracking": string(40), "eta": string(30)}), &[]),
-                    "lines": {"type": "array", "maxItems": 20, "items": line}}), &["id"])},
-                "page": {"type": "integer"}, "pages": {"type": "integer"}
-            }),
-            &[],
-        );
-        let order = |i: u32| {
-            json!({"id": format!("ORD-{i:06}"), "status": "delivered", "placed_at": "2026-10-01T10:00:00Z",
-            "total": 99.9, "margin": 12.5, "customer_email": "someone@shop.example",
-            "shipping": {"carrier": "UPS", "tracking": "1Z999AA10123456784", "eta": "2026-10-03", "cost": 4.2},
-            "lines": (0..4).map(|j| json!({"sku": format!("SKU-{j}"), "qty": 1, "price": 24.9, "cost": 10.0})).collect::<Vec<_>>()})
-        };
-        let result = json!({"orders": (0..20).map(order).collect::<Vec<_>>(), "page": 1, "pages": 3, "trace": "x".repeat(200)});
-        (
-            compile(Dialect::Output, &schema).unwrap(),
-            result.to_string(),
-        )
+        let case = crate::bench_cases::case("large");
+        let schema = serde_json::from_str(&case.output_schema).unwrap();
+        (compile(Dialect::Output, &schema).unwrap(), case.result)
     }
 
     /// A schema that exercises every path: enum / const (whole values),
