@@ -85,8 +85,12 @@ async fn plan_with(replies: Vec<FakeReply>) -> (FakeInference, Result<PlanOutcom
     (fake, outcome)
 }
 
-fn object(value: Value) -> serde_json::Map<String, Value> {
-    value.as_object().cloned().expect("an object")
+/// The plan to call `capability` with `arguments` (a JSON object).
+fn call(capability: &str, arguments: Value) -> Plan {
+    Plan::Call {
+        capability: capability.into(),
+        arguments: arguments.as_object().cloned().expect("an object"),
+    }
 }
 
 #[tokio::test]
@@ -99,10 +103,7 @@ async fn a_tool_call_becomes_a_call_with_optional_nulls_removed() {
     let outcome = outcome.unwrap();
     assert_eq!(
         outcome.plan,
-        Plan::Call {
-            capability: "order_status".into(),
-            arguments: object(json!({ "order_number": "A-123" })),
-        }
+        call("order_status", json!({ "order_number": "A-123" }))
     );
     assert_eq!(outcome.attempts, 1);
     assert_eq!(outcome.retry_delay, Duration::ZERO);
@@ -118,10 +119,7 @@ async fn only_the_first_of_several_tool_calls_is_honoured() {
     .await;
     assert_eq!(
         outcome.unwrap().plan,
-        Plan::Call {
-            capability: "store_hours".into(),
-            arguments: object(json!({ "city": "Lima" })),
-        }
+        call("store_hours", json!({ "city": "Lima" }))
     );
     assert_eq!(fake.requests().len(), 1);
 }
@@ -134,13 +132,7 @@ async fn malformed_arguments_are_retried_once_then_dropped() {
     }])
     .await;
     let outcome = outcome.unwrap();
-    assert_eq!(
-        outcome.plan,
-        Plan::Call {
-            capability: "order_status".into(),
-            arguments: serde_json::Map::new(),
-        }
-    );
+    assert_eq!(outcome.plan, call("order_status", json!({})));
     assert_eq!(outcome.attempts, 2);
     assert_eq!(fake.requests().len(), 2);
     assert_eq!(
@@ -163,10 +155,7 @@ async fn malformed_arguments_then_good_ones_are_used() {
     let outcome = outcome.unwrap();
     assert_eq!(
         outcome.plan,
-        Plan::Call {
-            capability: "order_status".into(),
-            arguments: object(json!({ "order_number": "A-123" })),
-        }
+        call("order_status", json!({ "order_number": "A-123" }))
     );
     assert_eq!(outcome.attempts, 2);
 }
@@ -182,13 +171,7 @@ async fn malformed_arguments_then_a_failure_still_propose_the_tool() {
     ])
     .await;
     let outcome = outcome.unwrap();
-    assert_eq!(
-        outcome.plan,
-        Plan::Call {
-            capability: "order_status".into(),
-            arguments: serde_json::Map::new(),
-        }
-    );
+    assert_eq!(outcome.plan, call("order_status", json!({})));
     assert_eq!(outcome.attempts, 2);
     assert_eq!(fake.requests().len(), 2, "never more than two calls");
 }
