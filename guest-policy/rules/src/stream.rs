@@ -1260,16 +1260,7 @@ impl<'t> Pass<'t> {
                     );
                     self.skip_value()?;
                 } else {
-                    if !*first {
-                        self.emit(comma, comma + 1);
-                    }
-                    *first = false;
-                    if escaped {
-                        self.emit_json_str(pname);
-                    } else {
-                        self.emit(ks, ke + 1);
-                    }
-                    self.emit(colon, colon + 1);
+                    self.emit_member_head(first, comma, pname, escaped, (ks, ke), colon);
                     self.value(Some(child), &at)?;
                 }
             }
@@ -1285,22 +1276,36 @@ impl<'t> Pass<'t> {
                     self.skip_value()?;
                 } else {
                     // An open object keeps what it does not declare.
-                    if !*first {
-                        self.emit(comma, comma + 1);
-                    }
-                    *first = false;
-                    if escaped {
-                        self.emit_json_str(&name);
-                    } else {
-                        self.emit(ks, ke + 1);
-                    }
-                    self.emit(colon, colon + 1);
+                    self.emit_member_head(first, comma, &name, escaped, (ks, ke), colon);
                     let at = path.key(&name);
                     self.value(None, &at)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Writes a kept member's separator, name and colon: the name's own
+    /// span when it had no escapes, re-encoded otherwise.
+    fn emit_member_head(
+        &mut self,
+        first: &mut bool,
+        comma: usize,
+        name: &str,
+        escaped: bool,
+        (ks, ke): (usize, usize),
+        colon: usize,
+    ) {
+        if !*first {
+            self.emit(comma, comma + 1);
+        }
+        *first = false;
+        if escaped {
+            self.emit_json_str(name);
+        } else {
+            self.emit(ks, ke + 1);
+        }
+        self.emit(colon, colon + 1);
     }
 
     /// The keywords decided by which members an object has: `required`,
