@@ -85,6 +85,19 @@ async fn plan_with(replies: Vec<FakeReply>) -> (FakeInference, Result<PlanOutcom
     (fake, outcome)
 }
 
+/// The planner gave up as unavailable after exactly `calls` requests.
+fn assert_unavailable_after(
+    outcome: &Result<PlanOutcome, PlannerError>,
+    fake: &FakeInference,
+    calls: usize,
+) {
+    assert!(
+        matches!(outcome, Err(PlannerError::Unavailable(_))),
+        "{outcome:?}"
+    );
+    assert_eq!(fake.requests().len(), calls);
+}
+
 /// The plan to call `capability` with `arguments` (a JSON object).
 fn call(capability: &str, arguments: Value) -> Plan {
     Plan::Call {
@@ -201,15 +214,13 @@ async fn an_empty_message_is_unavailable() {
     let empty =
         json!({ "choices": [{ "index": 0, "message": { "role": "assistant", "content": "" } }] });
     let (fake, outcome) = plan_with(vec![FakeReply::Json(empty)]).await;
-    assert!(matches!(outcome, Err(PlannerError::Unavailable(_))));
-    assert_eq!(fake.requests().len(), 1);
+    assert_unavailable_after(&outcome, &fake, 1);
 }
 
 #[tokio::test]
 async fn a_server_error_twice_is_unavailable_after_two_calls() {
     let (fake, outcome) = plan_with(vec![FakeReply::Status(500)]).await;
-    assert!(matches!(outcome, Err(PlannerError::Unavailable(_))));
-    assert_eq!(fake.requests().len(), 2);
+    assert_unavailable_after(&outcome, &fake, 2);
 }
 
 #[tokio::test]
@@ -228,8 +239,7 @@ async fn a_server_error_then_success_counts_two_attempts_and_the_pause() {
 #[tokio::test]
 async fn a_client_error_is_not_retried() {
     let (fake, outcome) = plan_with(vec![FakeReply::Status(400)]).await;
-    assert!(matches!(outcome, Err(PlannerError::Unavailable(_))));
-    assert_eq!(fake.requests().len(), 1);
+    assert_unavailable_after(&outcome, &fake, 1);
 }
 
 #[tokio::test]
@@ -284,15 +294,13 @@ async fn a_refused_connection_is_unavailable() {
 #[tokio::test]
 async fn garbage_is_unavailable_without_retry() {
     let (fake, outcome) = plan_with(vec![FakeReply::Garbage]).await;
-    assert!(matches!(outcome, Err(PlannerError::Unavailable(_))));
-    assert_eq!(fake.requests().len(), 1);
+    assert_unavailable_after(&outcome, &fake, 1);
 }
 
 #[tokio::test]
 async fn json_that_is_not_a_completion_is_unavailable() {
     let (fake, outcome) = plan_with(vec![FakeReply::Json(json!({ "choices": [] }))]).await;
-    assert!(matches!(outcome, Err(PlannerError::Unavailable(_))));
-    assert_eq!(fake.requests().len(), 1);
+    assert_unavailable_after(&outcome, &fake, 1);
 }
 
 #[tokio::test]
