@@ -19,7 +19,7 @@ pub mod verify;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -68,6 +68,25 @@ pub fn router(endpoint: Arc<Endpoint>) -> Router {
         .with_state(endpoint)
 }
 
+/// The JSON arguments of a request whose bearer token and signed capability
+/// context both checked out; extracting it refuses anything else with 401.
+struct Verified(Value);
+
+impl FromRequest<Arc<Endpoint>> for Verified {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, endpoint: &Arc<Endpoint>) -> Result<Self, Response> {
+        let (parts, body) = req.into_parts();
+        // The `Bytes` extractor, so the router's body limit still applies.
+        let body = Bytes::from_request(Request::from_parts(parts.clone(), body), endpoint)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        authenticate(endpoint, &parts.method, &parts.uri, &parts.headers, &body)
+            .await
+            .map(Verified)
+    }
+}
+
 /// Checks the bearer token and the signature; returns the arguments.
 async fn authenticate(
     endpoint: &Endpoint,
@@ -110,17 +129,7 @@ async fn authenticate(
         .map_err(|_| (StatusCode::BAD_REQUEST, Json(json!({"error": "JSON body"}))).into_response())
 }
 
-async fn order_status(
-    State(endpoint): State<Arc<Endpoint>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let arguments = match authenticate(&endpoint, &method, &uri, &headers, &body).await {
-        Ok(a) => a,
-        Err(refused) => return refused,
-    };
+async fn order_status(Verified(arguments): Verified) -> Response {
     match arguments["order"].as_str() {
         // `warehouse` is internal: a capability that does not declare it
         // never lets it reach the conversation (Warden prunes it).
@@ -130,17 +139,7 @@ async fn order_status(
     }
 }
 
-async fn prepare_cancel(
-    State(endpoint): State<Arc<Endpoint>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let arguments = match authenticate(&endpoint, &method, &uri, &headers, &body).await {
-        Ok(a) => a,
-        Err(refused) => return refused,
-    };
+async fn prepare_cancel(Verified(arguments): Verified) -> Response {
     // Only unshipped orders can be cancelled; anything else is not_found
     // (no matching resource and matching-but-ineligible look the same).
     match arguments["order"].as_str() {
@@ -154,17 +153,7 @@ async fn prepare_cancel(
     }
 }
 
-async fn prepare_address_change(
-    State(endpoint): State<Arc<Endpoint>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let arguments = match authenticate(&endpoint, &method, &uri, &headers, &body).await {
-        Ok(a) => a,
-        Err(refused) => return refused,
-    };
+async fn prepare_address_change(Verified(arguments): Verified) -> Response {
     // A real host would look the order up for the user named in the
     // verified capability context (`usr`) and check it is still editable.
     match arguments["order"].as_str() {
