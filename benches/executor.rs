@@ -43,6 +43,7 @@ async fn main() {
             policy_guest: None,
         },
         planner: Default::default(),
+        limits: Default::default(),
     };
     let app = Application::build(&database, &keys, &serve).await.unwrap();
     let context = app.context();

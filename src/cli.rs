@@ -97,6 +97,59 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub planner: PlannerArgs,
+
+    #[command(flatten)]
+    pub limits: ClientLimits,
+}
+
+/// Bounds on what one client can hold: connections, time to send a request,
+/// time a request may take, and how long a shutdown waits. A slow, idle or
+/// hung-up client can never keep a worker, a connection slot or a database
+/// lock beyond these.
+#[derive(Debug, Clone, Args)]
+pub struct ClientLimits {
+    /// Most connections served at once; further clients wait in the listen
+    /// backlog until a connection closes.
+    #[arg(long, env = "WARDEN_MAX_CONNECTIONS", default_value_t = ClientLimits::DEFAULT.max_connections)]
+    pub max_connections: usize,
+
+    /// Time a client has to send a request's headers, in milliseconds. It also
+    /// closes keep-alive connections that stay idle this long.
+    #[arg(long, env = "WARDEN_HEADER_READ_TIMEOUT_MS", default_value_t = ClientLimits::DEFAULT.header_read_timeout_ms)]
+    pub header_read_timeout_ms: u64,
+
+    /// Time a client has to send a whole request body once its headers are
+    /// in, in milliseconds (a trickling upload is cut off: 408).
+    #[arg(long, env = "WARDEN_BODY_READ_TIMEOUT_MS", default_value_t = ClientLimits::DEFAULT.body_read_timeout_ms)]
+    pub body_read_timeout_ms: u64,
+
+    /// Deadline of a whole request, in milliseconds, after which the client
+    /// gets 503 (the work started still finishes or rolls back on its own).
+    /// A message turn is bounded by its own budget instead (planner and call
+    /// time-outs); see docs/contract-decisions.md.
+    #[arg(long, env = "WARDEN_REQUEST_TIMEOUT_MS", default_value_t = ClientLimits::DEFAULT.request_timeout_ms)]
+    pub request_timeout_ms: u64,
+
+    /// On SIGTERM or SIGINT, how long in-flight requests get to finish, in
+    /// milliseconds, before the remaining connections are closed.
+    #[arg(long, env = "WARDEN_SHUTDOWN_GRACE_MS", default_value_t = ClientLimits::DEFAULT.shutdown_grace_ms)]
+    pub shutdown_grace_ms: u64,
+}
+
+impl ClientLimits {
+    pub const DEFAULT: ClientLimits = ClientLimits {
+        max_connections: 1024,
+        header_read_timeout_ms: 10_000,
+        body_read_timeout_ms: 30_000,
+        request_timeout_ms: 30_000,
+        shutdown_grace_ms: 20_000,
+    };
+}
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
 }
 
 /// Which planner proposes what to do with each user turn. Without an

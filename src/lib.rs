@@ -12,6 +12,7 @@ pub mod clock;
 pub mod crypto;
 pub mod domain;
 pub mod executor;
+pub mod http_server;
 pub mod sandbox;
 pub mod signing;
 pub mod startup;

@@ -5,14 +5,17 @@ use anyhow::Context;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::agent::Engine;
 use crate::agent::planner::{Planner, builtin::BuiltinPlanner, openai};
+use crate::api::lifetime::RequestDeadlines;
 use crate::api::{self, AppContext};
 use crate::cli::{DatabaseArgs, MasterKeyArgs, PlannerArgs, ServeArgs};
 use crate::crypto::master_key;
 use crate::executor::Executor;
+use crate::http_server::{self, ConnectionLimits};
 use crate::sandbox::PolicySandbox;
 use crate::signing::Signer;
 use crate::store::{DatabaseKind, Store};
@@ -20,6 +23,7 @@ use crate::store::{DatabaseKind, Store};
 pub struct Application {
     listener: TcpListener,
     router: axum::Router,
+    connection_limits: ConnectionLimits,
     store: Store,
     context: crate::api::AppState,
 }
@@ -62,9 +66,20 @@ impl Application {
         let listener = TcpListener::bind(serve.listen)
             .await
             .with_context(|| format!("cannot listen on {}", serve.listen))?;
+        let limits = &serve.limits;
+        let deadlines = RequestDeadlines {
+            body_read: Duration::from_millis(limits.body_read_timeout_ms),
+            whole_request: Duration::from_millis(limits.request_timeout_ms),
+        };
+        let connection_limits = ConnectionLimits {
+            max_connections: limits.max_connections.max(1),
+            header_read_timeout: Duration::from_millis(limits.header_read_timeout_ms),
+            shutdown_grace: Duration::from_millis(limits.shutdown_grace_ms),
+        };
         Ok(Application {
             listener,
-            router: api::router(state.clone()),
+            router: api::router(state.clone(), deadlines),
+            connection_limits,
             store,
             context: state,
         })
@@ -85,18 +100,25 @@ impl Application {
         self.context.clone()
     }
 
-    /// Serves until `shutdown` resolves, then lets in-flight requests finish.
+    /// Serves until `shutdown` resolves, then lets in-flight requests finish
+    /// (for at most the shutdown grace).
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let housekeeping = tokio::spawn(housekeeping(self.store.clone()));
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let served =
+            http_server::serve(self.listener, self.router, self.connection_limits, shutdown).await;
         housekeeping.abort();
         served?;
-        self.store.close().await;
+        // Work detached from hung-up clients may still hold connections;
+        // it is bounded by its own deadlines, and so is this wait.
+        if tokio::time::timeout(Duration::from_secs(10), self.store.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("database connections still busy at exit");
+        }
         Ok(())
     }
 }

@@ -59,6 +59,9 @@ pub enum ApiError {
     Sandbox(#[source] anyhow::Error),
     #[error("the service is temporarily unavailable")]
     Unavailable(#[source] StoreError),
+    /// The request outlived the server's whole-request deadline.
+    #[error("the request did not finish in time; retry later")]
+    DeadlineElapsed,
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -99,7 +102,9 @@ impl ApiError {
                 (StatusCode::SERVICE_UNAVAILABLE, "INFERENCE_UNAVAILABLE")
             }
             ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
-            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
+            ApiError::Unavailable(_) | ApiError::DeadlineElapsed => {
+                (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE")
+            }
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
         };
         let violations = match self {

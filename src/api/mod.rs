@@ -3,7 +3,7 @@
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::middleware::from_fn;
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{get, post, put};
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -25,6 +25,7 @@ pub mod health;
 pub mod idempotent;
 pub mod json_body;
 pub mod jwks;
+pub mod lifetime;
 pub mod messages;
 pub mod operation_results;
 pub mod policy;
@@ -49,7 +50,9 @@ pub struct AppContext {
 
 pub type AppState = Arc<AppContext>;
 
-pub fn router(state: AppState) -> Router {
+/// The API with its shared middleware. `deadlines` bound each request's body
+/// and duration (`ClientLimits`).
+pub fn router(state: AppState, deadlines: lifetime::RequestDeadlines) -> Router {
     Router::new()
         .route("/health", get(health::health))
         .route(
@@ -111,6 +114,10 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(CatchPanicLayer::new())
+        .layer(from_fn_with_state(deadlines, lifetime::body_deadline))
+        // Everything inside runs to completion even if the client hangs up.
+        .layer(from_fn(lifetime::run_to_completion))
+        .layer(from_fn_with_state(deadlines, lifetime::request_deadline))
         .layer(from_fn(error::shape_errors))
         .layer(from_fn(request_log::request_log))
         .with_state(state)

@@ -103,6 +103,30 @@ impl DatabaseKind {
     }
 }
 
+/// Whether a SQLite connection going back to the pool may be reused.
+///
+/// sqlx-sqlite 0.8 begins a custom transaction (`BEGIN IMMEDIATE`) in two
+/// awaits (the statement, then a check); a future dropped between them leaves
+/// the connection inside a transaction that no guard will roll back, holding
+/// the database's write lock for every account. Such a connection is closed
+/// (closing rolls back) instead of reused. The common case is one atomic
+/// read; the worker is asked only when the depth says "in a transaction",
+/// since a dropped guard's rollback may still be queued then.
+async fn sqlite_connection_is_clean(conn: &mut sqlx::SqliteConnection) -> sqlx::Result<bool> {
+    use sqlx::Connection;
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    // A round trip to the connection's worker: any rollback queued by a
+    // dropped guard has run after it, so the depth is settled.
+    drop(conn.lock_handle().await?);
+    let in_transaction = conn.is_in_transaction();
+    if in_transaction {
+        tracing::warn!("a database connection was left inside a transaction; closing it");
+    }
+    Ok(!in_transaction)
+}
+
 impl Store {
     /// Connects (creating a SQLite file if missing) and applies migrations.
     pub async fn connect(url: &str) -> StoreResult<Self> {
@@ -132,6 +156,7 @@ impl Store {
                     SqlitePoolOptions::new()
                         .max_connections(max)
                         .acquire_timeout(ACQUIRE_TIMEOUT)
+                        .after_release(|conn, _| Box::pin(sqlite_connection_is_clean(conn)))
                         .connect_with(options)
                         .await?,
                 )

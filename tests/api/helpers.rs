@@ -226,16 +226,38 @@ impl TestApp {
     }
 
     async fn spawn_with(db: TestDb, dev_allow_loopback: bool) -> Self {
-        Self::spawn_configured(db, dev_allow_loopback, Default::default()).await
+        Self::spawn_configured(
+            db,
+            dev_allow_loopback,
+            Default::default(),
+            Default::default(),
+        )
+        .await
+    }
+
+    /// A loopback-enabled server with these client limits.
+    pub async fn spawn_with_limits(backend: Backend, limits: warden::cli::ClientLimits) -> Self {
+        Self::spawn_configured(TestDb::new(backend).await, true, Default::default(), limits).await
     }
 
     /// A loopback-enabled server whose planner is configured by `planner`
     /// (an OpenAI-compatible backend, typically the test's fake).
     pub async fn spawn_with_planner(backend: Backend, planner: PlannerArgs) -> Self {
-        Self::spawn_configured(TestDb::new(backend).await, true, planner).await
+        Self::spawn_configured(
+            TestDb::new(backend).await,
+            true,
+            planner,
+            Default::default(),
+        )
+        .await
     }
 
-    async fn spawn_configured(db: TestDb, dev_allow_loopback: bool, planner: PlannerArgs) -> Self {
+    async fn spawn_configured(
+        db: TestDb,
+        dev_allow_loopback: bool,
+        planner: PlannerArgs,
+        limits: warden::cli::ClientLimits,
+    ) -> Self {
         let serve = ServeArgs {
             listen: "127.0.0.1:0".parse().unwrap(),
             sandbox: warden::cli::SandboxArgs {
@@ -244,6 +266,7 @@ impl TestApp {
                 dev_allow_loopback,
             },
             planner,
+            limits,
         };
         let keys = MasterKeyArgs {
             master_key: Some(MASTER_KEY.into()),

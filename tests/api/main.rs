@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod abort;
 mod admin_cli;
 mod auth;
 mod capabilities;
@@ -30,5 +31,6 @@ mod policy;
 mod pruning;
 mod shop;
 mod signing;
+mod slow_clients;
 mod ssrf;
 mod storage;

@@ -1,0 +1,129 @@
+//! How long a request may live and what may end it.
+//!
+//! - [`run_to_completion`]: the handler runs in a task of its own, so a
+//!   client that hangs up cannot cancel it between two awaits. Without this,
+//!   hyper drops the handler future when the socket closes, and a future
+//!   dropped mid-way can leave a claimed idempotency key, a claimed
+//!   `Client-Event-Id` or an open SQLite transaction (holding the write lock
+//!   for every account) behind. The work finishes, or rolls back, on its own.
+//! - [`body_deadline`]: the whole body must arrive within the configured
+//!   time after the headers; a trickling upload fails like a broken one (the
+//!   extractors answer 400 / 422 and the connection is closed).
+//! - [`request_deadline`]: the client gets 503 when a request takes longer
+//!   than the configured time. The detached work is not cancelled (see above);
+//!   it is bounded by its own deadlines (database busy and acquire time-outs,
+//!   guest deadline, call time-outs). A message turn has its own budget and
+//!   is not cut here (docs/contract-decisions.md).
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body::{Frame, SizeHint};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Sleep;
+use tracing::Instrument;
+
+use super::error::ApiError;
+
+/// The route whose time is bounded by the turn's own budget.
+const TURN_PATH: &str = "/v1/channels/http/messages";
+
+/// The per-request deadlines, from `ClientLimits`.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestDeadlines {
+    pub body_read: Duration,
+    pub whole_request: Duration,
+}
+
+/// Middleware: runs the rest of the stack in its own task (see module doc).
+pub async fn run_to_completion(request: Request, next: Next) -> Response {
+    let work = tokio::spawn(next.run(request).instrument(tracing::Span::current()));
+    match work.await {
+        Ok(response) => response,
+        // Panics are caught inside (CatchPanicLayer); this is a runtime shutting down.
+        Err(err) => {
+            ApiError::Internal(anyhow::anyhow!("request task ended: {err}")).into_response()
+        }
+    }
+}
+
+/// Middleware: answers 503 when the request outlives its deadline.
+pub async fn request_deadline(
+    State(deadlines): State<RequestDeadlines>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.uri().path() == TURN_PATH {
+        return next.run(request).await;
+    }
+    match tokio::time::timeout(deadlines.whole_request, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::warn!(
+                deadline_ms = deadlines.whole_request.as_millis() as u64,
+                "request deadline elapsed; the client is told 503"
+            );
+            ApiError::DeadlineElapsed.into_response()
+        }
+    }
+}
+
+/// Middleware: the body must be complete within `body_read` of this point.
+pub async fn body_deadline(
+    State(deadlines): State<RequestDeadlines>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let request = request.map(|body| Body::new(DeadlineBody::new(body, deadlines.body_read)));
+    next.run(request).await
+}
+
+/// A body that fails once its deadline passes before it is complete.
+struct DeadlineBody {
+    inner: Body,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl DeadlineBody {
+    fn new(inner: Body, limit: Duration) -> Self {
+        DeadlineBody {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(limit)),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the request body was not received within the body-read deadline")]
+pub struct BodyDeadlineElapsed;
+
+impl http_body::Body for DeadlineBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Pending if this.deadline.as_mut().poll(cx).is_ready() => {
+                tracing::info!("request body deadline elapsed; the upload is cut off");
+                Poll::Ready(Some(Err(axum::Error::new(BodyDeadlineElapsed))))
+            }
+            other => other,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,327 @@
+//! Clients that hang up at any moment leave nothing behind.
+//!
+//! Every writing route gets a few dozen requests over raw TCP, each cut at a
+//! random moment: inside the headers, inside the body, a few milliseconds
+//! after the body, or after the first byte of the answer. Then:
+//! - another account's write succeeds within one second (an abandoned
+//!   transaction would hold SQLite's write lock for everyone);
+//! - no idempotency claim stays in flight, and every import is whole: both of
+//!   its capabilities exist or neither, and retrying its key answers 201;
+//! - revisions are contiguous and match each capability's current revision;
+//! - a claimed `Client-Event-Id` belongs to a turn that was written, and a
+//!   written turn's claim is kept;
+//! - no conversation exists without its messages.
+//!
+//! The seed is printed; `WARDEN_ABORT_SEED` replays a run and
+//! `WARDEN_ABORT_ROUNDS` (default 24 per route) makes it longer.
+
+use crate::fixtures::{CREDENTIAL, valid_definition};
+use crate::helpers::*;
+use crate::shop::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use warden::store::Store;
+
+/// One request as bytes on the wire.
+struct Probe {
+    head: Vec<u8>,
+    body: Vec<u8>,
+}
+
+impl Probe {
+    fn new(method: &str, path: &str, key: &str, headers: &[(&str, String)], body: &Value) -> Self {
+        let body = if body.is_null() {
+            Vec::new()
+        } else {
+            body.to_string().into_bytes()
+        };
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: warden\r\nauthorization: Bearer {key}\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n",
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        Probe {
+            head: head.into_bytes(),
+            body,
+        }
+    }
+}
+
+/// Where the client hangs up.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    InHeaders,
+    InBody,
+    AfterBody(u64),
+    AfterFirstResponseByte,
+}
+
+impl Cut {
+    fn random(rng: &mut StdRng) -> Self {
+        match rng.gen_range(0..10) {
+            0 => Cut::InHeaders,
+            1 => Cut::InBody,
+            2 => Cut::AfterFirstResponseByte,
+            _ => Cut::AfterBody(rng.gen_range(0..6)),
+        }
+    }
+}
+
+async fn send_and_hang_up(address: SocketAddr, probe: Probe, cut: Cut, split: f64) {
+    let Ok(mut stream) = TcpStream::connect(address).await else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let at = |len: usize| ((len as f64 * split) as usize).min(len.saturating_sub(1));
+    let _ = match cut {
+        Cut::InHeaders => stream.write_all(&probe.head[..at(probe.head.len())]).await,
+        Cut::InBody => {
+            let _ = stream.write_all(&probe.head).await;
+            stream.write_all(&probe.body[..at(probe.body.len())]).await
+        }
+        Cut::AfterBody(millis) => {
+            let _ = stream.write_all(&probe.head).await;
+            let _ = stream.write_all(&probe.body).await;
+            tokio::time::sleep(Duration::from_millis(millis)).await;
+            Ok(())
+        }
+        Cut::AfterFirstResponseByte => {
+            let _ = stream.write_all(&probe.head).await;
+            let _ = stream.write_all(&probe.body).await;
+            let mut byte = [0u8; 1];
+            let _ = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await;
+            Ok(())
+        }
+    };
+    // Dropping the socket closes it: the hang-up.
+}
+
+/// Runs one query that returns a single integer, on either backend.
+async fn scalar(store: &Store, sql: &str) -> i64 {
+    match store {
+        Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap(),
+        Store::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap(),
+    }
+}
+
+async fn strings(store: &Store, sql: &str) -> Vec<String> {
+    match store {
+        Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+        Store::Postgres(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+    }
+}
+
+fn seed() -> u64 {
+    std::env::var("WARDEN_ABORT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random)
+}
+
+fn rounds() -> usize {
+    std::env::var("WARDEN_ABORT_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24)
+}
+
+/// Every writing route, with request `i`'s body.
+fn probes(shop: &Shop, interactions: &[(String, String)], i: usize, revision: i64) -> Vec<Probe> {
+    let key = shop.key.as_str();
+    let order_status = &shop.ids["order_status"];
+    let (conversation, interaction) = &interactions[i % interactions.len()];
+    let idem = |kind: &str| vec![("idempotency-key", format!("abort-{kind}-{i}"))];
+    let if_match = vec![("if-match", revision.to_string())];
+    vec![
+        Probe::new(
+            "PUT",
+            "/v1/agent-policy",
+            key,
+            &[],
+            &json!({"version": 1, "instructions": format!("Be brief {i}")}),
+        ),
+        Probe::new("DELETE", "/v1/agent-policy", key, &[], &Value::Null),
+        Probe::new(
+            "PUT",
+            "/v1/diagnostics/settings",
+            key,
+            &[],
+            &json!({"diagnostic_message_mode": if i % 2 == 0 { "text" } else { "metadata" }}),
+        ),
+        Probe::new(
+            "PUT",
+            &format!("/v1/capability-credentials/cred_abort_{}", i % 4),
+            key,
+            &[],
+            &json!({"auth_type": "bearer", "secret": format!("s3cret-{i}")}),
+        ),
+        Probe::new(
+            "DELETE",
+            &format!("/v1/capability-credentials/cred_abort_{}", (i + 2) % 4),
+            key,
+            &[],
+            &Value::Null,
+        ),
+        Probe::new(
+            "POST",
+            "/v1/capabilities",
+            key,
+            &idem("create"),
+            &json!({"domain": "orders", "capability": valid_definition(&format!("created_{i}"))}),
+        ),
+        Probe::new(
+            "POST",
+            "/v1/capabilities/import",
+            key,
+            &idem("import"),
+            &json!({"domain": "orders", "capabilities": [valid_definition(&format!("imported_{i}_a")), valid_definition(&format!("imported_{i}_b"))]}),
+        ),
+        Probe::new(
+            "PATCH",
+            &format!("/v1/capabilities/{order_status}"),
+            key,
+            &if_match,
+            &json!({"domain": "orders", "capability": order_status_definition(shop, i)}),
+        ),
+        Probe::new(
+            "POST",
+            &format!("/v1/capabilities/{order_status}/disable"),
+            key,
+            &if_match,
+            &Value::Null,
+        ),
+        Probe::new(
+            "POST",
+            &format!("/v1/capabilities/{order_status}/enable"),
+            key,
+            &if_match,
+            &Value::Null,
+        ),
+        Probe::new(
+            "POST",
+            &format!("/v1/capabilities/{order_status}/test"),
+            key,
+            &[],
+            &json!({"arguments": {"order": "A-1001"}}),
+        ),
+        Probe::new(
+            "POST",
+            "/v1/channels/http/messages",
+            key,
+            &[("client-event-id", format!("abort-event-{i}"))],
+            &json!({"user_id": "user-42", "message": {"type": "text", "body": format!("¿Dónde está mi pedido A-1001? probe-{i}-end")}}),
+        ),
+        Probe::new(
+            "POST",
+            &format!("/v1/conversations/{conversation}/operation-results"),
+            key,
+            &idem("report"),
+            &json!({"interaction_id": interaction, "operation": "change_address", "status": "succeeded"}),
+        ),
+    ]
+}
+
+/// The shop's `order_status` definition with a description that changes per request.
+fn order_status_definition(shop: &Shop, i: usize) -> Value {
+    let mut definition = order_status(&shop.endpoint.base);
+    definition["description"] = json!(format!("Order status, revision probe {i}"));
+    definition
+}
+
+both_backends! {
+    async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) {
+        let seed = seed();
+        eprintln!("abort harness seed: {seed} (WARDEN_ABORT_SEED replays it)");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let shop = Shop::open(backend).await;
+        let other = crate::fixtures::account_ready(&shop.app, "bystander").await;
+        let address: SocketAddr = shop.app.address.trim_start_matches("http://").parse().unwrap();
+        // Interactions for the operation-result reports.
+        let mut interactions = Vec::new();
+        for _ in 0..3 {
+            let (_, body) = shop.say(None, "Quiero cambiar la dirección de envío del pedido A-1001").await;
+            interactions.push((conversation(&body), body["interaction"]["interaction_id"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned()));
+        }
+
+        let rounds = rounds();
+        let mut sent = 0usize;
+        for i in 0..rounds {
+            let revision = scalar(&shop.app.store, &format!("SELECT revision FROM capabilities WHERE id = '{}'", shop.ids["order_status"])).await;
+            let batch: Vec<_> = probes(&shop, &interactions, i, revision)
+                .into_iter()
+                .map(|probe| {
+                    let cut = Cut::random(&mut rng);
+                    let split = rng.gen_range(0.0..1.0);
+                    tokio::spawn(send_and_hang_up(address, probe, cut, split))
+                })
+                .collect();
+            sent += batch.len();
+            for task in batch {
+                task.await.unwrap();
+            }
+        }
+        eprintln!("abort harness: {sent} requests aborted on {backend:?}");
+
+        // Another account writes at once.
+        let write = shop.app.client.put(shop.app.url("/v1/agent-policy")).bearer_auth(&other)
+            .json(&json!({"version": 1, "instructions": "Answer in English."})).send();
+        let response = tokio::time::timeout(Duration::from_secs(1), write).await
+            .expect("another account's write answers within 1 s").unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+
+        // Work detached from the hung-up clients finishes on its own.
+        let store = &shop.app.store;
+        let mut in_flight = i64::MAX;
+        for _ in 0..100 {
+            in_flight = scalar(store, "SELECT COUNT(*) FROM idempotency_records WHERE state = 'in_flight'").await;
+            if in_flight == 0 { break; }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(in_flight, 0, "no idempotency claim stays in flight");
+
+        // Imports are whole, and their keys are either replayed or free.
+        let names = strings(store, "SELECT name FROM capabilities").await;
+        for i in 0..rounds {
+            let a = names.contains(&format!("imported_{i}_a"));
+            let b = names.contains(&format!("imported_{i}_b"));
+            assert_eq!(a, b, "import {i} is whole");
+            let response = crate::fixtures::import(&shop.app, &shop.key, &format!("abort-import-{i}"),
+                vec![valid_definition(&format!("imported_{i}_a")), valid_definition(&format!("imported_{i}_b"))]).await;
+            let replayed = response.headers().get("idempotency-replayed").is_some();
+            assert_eq!(response.status(), 201, "import {i} retried");
+            assert_eq!(replayed, a, "a finished import is replayed, an unfinished one runs now");
+        }
+        // Revisions are contiguous and end at the capability's revision.
+        let broken = scalar(store, "SELECT COUNT(*) FROM capabilities c WHERE c.revision <> \
+            (SELECT COUNT(*) FROM capability_revisions r WHERE r.capability_id = c.id) \
+            OR c.revision <> (SELECT MAX(r.revision) FROM capability_revisions r WHERE r.capability_id = c.id)").await;
+        assert_eq!(broken, 0, "revisions are contiguous");
+
+        // A kept Client-Event-Id belongs to a written turn, and the other way round.
+        let events = strings(store, "SELECT event_id FROM channel_events").await;
+        let bodies = strings(store, "SELECT body FROM conversation_messages WHERE role = 'user'").await;
+        for i in 0..rounds {
+            let claimed = events.contains(&format!("abort-event-{i}"));
+            let written = bodies.iter().any(|b| b.contains(&format!("probe-{i}-end")));
+            assert_eq!(claimed, written, "event {i}: claim kept exactly when the turn was written");
+        }
+        let empty = scalar(store, "SELECT COUNT(*) FROM conversations c WHERE NOT EXISTS \
+            (SELECT 1 FROM conversation_messages m WHERE m.conversation_id = c.id)").await;
+        assert_eq!(empty, 0, "no conversation without messages");
+
+        // And the tenant itself still writes normally.
+        let response = shop.app.client.put(shop.app.url(&format!("/v1/capability-credentials/{CREDENTIAL}")))
+            .bearer_auth(&shop.key).json(&json!({"auth_type": "bearer", "secret": "endpoint-token-123"}))
+            .send().await.unwrap();
+        assert_eq!(response.status(), 201);
+    }
+}
