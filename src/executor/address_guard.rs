@@ -1,18 +1,24 @@
 //! The SSRF guard. The executor resolves host names itself, refuses every
-//! address class a host endpoint must never be (loopback, private,
-//! link-local, unique-local, CGNAT, multicast, unspecified, reserved, cloud
-//! metadata, and those hidden inside IPv4-mapped or NAT64 IPv6 addresses),
-//! and hands the checked addresses straight to the connector: there is no
-//! second lookup for DNS rebinding to change.
+//! address of a refused class, and hands the checked addresses straight to
+//! the connector: there is no second lookup for DNS rebinding to change.
+//!
+//! The classes are the guest's own table (`warden_policy_rules::address`,
+//! linked natively): a literal refused at import and a resolved address
+//! refused here are refused by the same function.
+//!
+//! A refusal names its class and never the address: a tenant who tests a
+//! capability must not learn what an internal name resolves to.
 //!
 //! The development switch (`WARDEN_DEV_ALLOW_LOOPBACK`) lets loopback
 //! through, and nothing else.
 
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
+
+pub use warden_policy_rules::address::{AddressClass, refused_class};
 
 /// Which addresses a call may reach.
 #[derive(Clone, Copy, Debug)]
@@ -20,79 +26,30 @@ pub struct AddressPolicy {
     pub allow_loopback: bool,
 }
 
-/// Why an address was refused; found again in reqwest's error chain.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the endpoint address {address} is refused ({class})")]
-pub struct AddressRefused {
-    pub address: IpAddr,
-    pub class: &'static str,
+/// Why a call's target was refused before anything was sent; found again in
+/// reqwest's error chain. No variant holds an address or a host name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AddressRefused {
+    #[error("the endpoint address is refused ({0})")]
+    Class(AddressClass),
+    #[error("the URL is invalid")]
+    InvalidUrl,
+    #[error("the URL has no host")]
+    NoHost,
+    #[error("the URL's scheme is not allowed")]
+    Scheme,
+    #[error("plain http is allowed on loopback only")]
+    PlainHttp,
 }
 
 impl AddressPolicy {
     pub fn check(&self, ip: IpAddr) -> Result<(), AddressRefused> {
         match refused_class(ip) {
-            Some("loopback") if self.allow_loopback => Ok(()),
-            Some(class) => Err(AddressRefused { address: ip, class }),
+            Some(AddressClass::Loopback) if self.allow_loopback => Ok(()),
+            Some(class) => Err(AddressRefused::Class(class)),
             None => Ok(()),
         }
     }
-}
-
-/// The class of an address no host endpoint may have, if it is one.
-pub fn refused_class(ip: IpAddr) -> Option<&'static str> {
-    match ip {
-        IpAddr::V4(v4) => v4_class(v4),
-        IpAddr::V6(v6) => {
-            // An IPv4 address inside IPv6 is judged as that IPv4 address.
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return v4_class(v4);
-            }
-            let s = v6.segments();
-            if s[0] == 0x0064 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-                return v4_class(Ipv4Addr::new(
-                    (s[6] >> 8) as u8,
-                    s[6] as u8,
-                    (s[7] >> 8) as u8,
-                    s[7] as u8,
-                ));
-            }
-            v6_class(v6)
-        }
-    }
-}
-
-fn v4_class(ip: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, _, _] = ip.octets();
-    Some(match () {
-        _ if ip.is_loopback() => "loopback",
-        _ if ip.is_unspecified() || a == 0 => "unspecified",
-        _ if ip == Ipv4Addr::new(169, 254, 169, 254) || ip == Ipv4Addr::new(100, 100, 100, 200) => {
-            "cloud-metadata"
-        }
-        _ if ip.is_private() => "private",
-        _ if ip.is_link_local() => "link-local",
-        _ if a == 100 && (64..=127).contains(&b) => "cgnat",
-        _ if ip.is_multicast() => "multicast",
-        _ if ip.is_broadcast() || a >= 240 => "reserved",
-        _ if a == 192 && b == 0 && ip.octets()[2] == 0 => "reserved",
-        _ if a == 198 && (18..=19).contains(&b) => "benchmarking",
-        _ => return None,
-    })
-}
-
-fn v6_class(ip: Ipv6Addr) -> Option<&'static str> {
-    let first = ip.segments()[0];
-    Some(match () {
-        _ if ip.is_loopback() => "loopback",
-        _ if ip.is_unspecified() => "unspecified",
-        _ if ip == Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254) => "cloud-metadata",
-        _ if first & 0xfe00 == 0xfc00 => "unique-local",
-        _ if first & 0xffc0 == 0xfe80 => "link-local",
-        _ if first & 0xffc0 == 0xfec0 => "site-local",
-        _ if ip.is_multicast() => "multicast",
-        _ if first == 0x2001 && ip.segments()[1] == 0x0db8 => "documentation",
-        _ => return None,
-    })
 }
 
 /// Resolves a host name to addresses. The system resolver in production;
@@ -153,59 +110,6 @@ impl reqwest::dns::Resolve for GuardedResolver {
 mod tests {
     use super::*;
 
-    fn class(s: &str) -> Option<&'static str> {
-        refused_class(s.parse().unwrap())
-    }
-
-    #[test]
-    fn every_refused_class_is_recognised() {
-        for (ip, expected) in [
-            ("127.0.0.1", "loopback"),
-            ("127.9.9.9", "loopback"),
-            ("::1", "loopback"),
-            ("10.0.0.1", "private"),
-            ("172.16.5.4", "private"),
-            ("172.31.255.255", "private"),
-            ("192.168.1.1", "private"),
-            ("169.254.1.1", "link-local"),
-            ("fe80::1", "link-local"),
-            ("fc00::1", "unique-local"),
-            ("fd12:3456::1", "unique-local"),
-            ("100.64.0.1", "cgnat"),
-            ("100.127.255.254", "cgnat"),
-            ("224.0.0.1", "multicast"),
-            ("239.255.255.250", "multicast"),
-            ("ff02::1", "multicast"),
-            ("0.0.0.0", "unspecified"),
-            ("::", "unspecified"),
-            ("0.1.2.3", "unspecified"),
-            ("169.254.169.254", "cloud-metadata"),
-            ("fd00:ec2::254", "cloud-metadata"),
-            ("100.100.100.200", "cloud-metadata"),
-            ("255.255.255.255", "reserved"),
-            ("240.0.0.1", "reserved"),
-            ("::ffff:10.0.0.1", "private"),
-            ("::ffff:127.0.0.1", "loopback"),
-            ("64:ff9b::a9fe:a9fe", "cloud-metadata"),
-        ] {
-            assert_eq!(class(ip), Some(expected), "{ip}");
-        }
-    }
-
-    #[test]
-    fn public_addresses_pass() {
-        for ip in [
-            "8.8.8.8",
-            "1.1.1.1",
-            "172.32.0.1",
-            "100.128.0.1",
-            "2606:4700::1111",
-            "::ffff:8.8.8.8",
-        ] {
-            assert_eq!(class(ip), None, "{ip}");
-        }
-    }
-
     #[test]
     fn the_development_switch_opens_loopback_only() {
         let dev = AddressPolicy {
@@ -218,6 +122,21 @@ mod tests {
         let prod = AddressPolicy {
             allow_loopback: false,
         };
-        assert!(prod.check("127.0.0.1".parse().unwrap()).is_err());
+        assert_eq!(
+            prod.check("127.0.0.1".parse().unwrap()),
+            Err(AddressRefused::Class(AddressClass::Loopback))
+        );
+    }
+
+    #[test]
+    fn a_refusal_names_the_class_and_not_the_address() {
+        let prod = AddressPolicy {
+            allow_loopback: false,
+        };
+        for ip in ["127.0.0.1", "10.9.8.7", "fd00::5", "::ffff:192.168.4.4"] {
+            let message = prod.check(ip.parse().unwrap()).unwrap_err().to_string();
+            assert!(!message.contains(ip), "{message}");
+            assert!(message.starts_with("the endpoint address is refused ("));
+        }
     }
 }

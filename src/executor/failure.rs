@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::address_guard::AddressRefused;
 use crate::sandbox::Violation;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -11,8 +12,9 @@ pub enum CallFailure {
     ArgumentsInvalid(Vec<Violation>),
     #[error("the capability's credential is not configured")]
     CredentialUnavailable,
+    /// Names the refused class, never the address (see `address_guard`).
     #[error("{0}")]
-    AddressRefused(String),
+    AddressRefused(AddressRefused),
     #[error("the endpoint could not be reached")]
     ConnectFailed,
     #[error("the endpoint did not answer within {timeout_ms} ms")]

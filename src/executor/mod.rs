@@ -26,7 +26,7 @@ use crate::signing::{ContextClaims, Signer};
 use crate::store::Store;
 use crate::store::accounts::AccountId;
 use crate::vault;
-use address_guard::{AddressPolicy, NameLookup, SystemLookup};
+use address_guard::{AddressPolicy, AddressRefused, NameLookup, SystemLookup};
 pub use failure::{CallFailure, FailureSummary};
 use outbound::{Exchange, HttpCaller};
 
@@ -163,7 +163,7 @@ impl Executor {
         })?
         .ok_or(CallFailure::CredentialUnavailable)?;
         let url = url::Url::parse(&definition.url)
-            .map_err(|_| CallFailure::AddressRefused("the URL is invalid".into()))?;
+            .map_err(|_| CallFailure::AddressRefused(AddressRefused::InvalidUrl))?;
         let method = reqwest::Method::from_bytes(definition.method.as_bytes())
             .map_err(|_| CallFailure::ConnectFailed)?;
         let body = serde_json::to_vec(call.arguments).expect("JSON values serialize");

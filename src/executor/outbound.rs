@@ -55,10 +55,10 @@ impl HttpCaller {
     /// Refuses what the resolver cannot see: literal addresses, and plain
     /// http anywhere but loopback under the development switch.
     pub fn check_target(&self, url: &url::Url) -> Result<(), CallFailure> {
-        let refuse = |why: String| Err(CallFailure::AddressRefused(why));
+        let refuse = |why| Err(CallFailure::AddressRefused(why));
         let host = match url.host() {
             Some(host) => host,
-            None => return refuse("the URL has no host".into()),
+            None => return refuse(AddressRefused::NoHost),
         };
         let literal: Option<IpAddr> = match host {
             url::Host::Ipv4(v4) => Some(v4.into()),
@@ -66,9 +66,7 @@ impl HttpCaller {
             url::Host::Domain(_) => None,
         };
         if let Some(ip) = literal {
-            self.policy
-                .check(ip)
-                .map_err(|e| CallFailure::AddressRefused(e.to_string()))?;
+            self.policy.check(ip).map_err(CallFailure::AddressRefused)?;
         }
         match url.scheme() {
             "https" => Ok(()),
@@ -79,10 +77,10 @@ impl HttpCaller {
                 if loopback {
                     Ok(())
                 } else {
-                    refuse("plain http is allowed on loopback only".into())
+                    refuse(AddressRefused::PlainHttp)
                 }
             }
-            other => refuse(format!("the scheme {other:?} is not allowed")),
+            _ => refuse(AddressRefused::Scheme),
         }
     }
 
@@ -165,7 +163,7 @@ fn classify(err: reqwest::Error) -> CallFailure {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
     while let Some(e) = source {
         if let Some(refused) = e.downcast_ref::<AddressRefused>() {
-            return CallFailure::AddressRefused(refused.to_string());
+            return CallFailure::AddressRefused(*refused);
         }
         source = e.source();
     }

@@ -10,7 +10,7 @@ use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use warden::executor::address_guard::NameLookup;
+use warden::executor::address_guard::{AddressClass, AddressRefused, NameLookup};
 use warden::executor::{Call, CallFailure, CapabilityAtRevision, Executor};
 
 /// Answers lookups from a script, one answer per lookup, and counts them.
@@ -90,28 +90,68 @@ fn refused(outcome: &Result<Value, CallFailure>) -> bool {
     matches!(outcome, Err(CallFailure::AddressRefused(_)))
 }
 
+/// The class a call was refused for, if it was refused for one.
+fn refused_as(outcome: &Result<Value, CallFailure>) -> Option<AddressClass> {
+    match outcome {
+        Err(CallFailure::AddressRefused(AddressRefused::Class(class))) => Some(*class),
+        _ => None,
+    }
+}
+
+/// One DNS answer per class of the shared table (IPv4-mapped, NAT64 and 6to4
+/// answers take the class of the IPv4 address they carry).
+const ANSWERS: &[(&str, AddressClass)] = &[
+    ("0.0.0.0", AddressClass::Unspecified),
+    ("::", AddressClass::Unspecified),
+    ("0.9.9.9", AddressClass::ThisNetwork),
+    ("127.0.0.1", AddressClass::Loopback),
+    ("::1", AddressClass::Loopback),
+    ("10.0.0.7", AddressClass::Private),
+    ("172.20.1.1", AddressClass::Private),
+    ("192.168.0.10", AddressClass::Private),
+    ("100.64.3.3", AddressClass::Cgnat),
+    ("169.254.10.10", AddressClass::LinkLocal),
+    ("fe80::1", AddressClass::LinkLocal),
+    ("169.254.169.254", AddressClass::CloudMetadata),
+    ("fd00:ec2::254", AddressClass::CloudMetadata),
+    ("192.0.0.8", AddressClass::ProtocolAssignment),
+    ("2001:1::2", AddressClass::ProtocolAssignment),
+    ("192.0.2.10", AddressClass::Documentation),
+    ("198.51.100.10", AddressClass::Documentation),
+    ("203.0.113.10", AddressClass::Documentation),
+    ("2001:db8::10", AddressClass::Documentation),
+    ("3fff::10", AddressClass::Documentation),
+    ("198.18.5.5", AddressClass::Benchmarking),
+    ("2001:2::5", AddressClass::Benchmarking),
+    ("192.88.99.1", AddressClass::SixToFourRelay),
+    ("224.0.0.9", AddressClass::Multicast),
+    ("ff02::1", AddressClass::Multicast),
+    ("240.1.1.1", AddressClass::Reserved),
+    ("4000::1", AddressClass::Reserved),
+    ("255.255.255.255", AddressClass::Broadcast),
+    ("::a00:1", AddressClass::Ipv4Compatible),
+    ("::ffff:0:a00:1", AddressClass::Ipv4Translated),
+    ("64:ff9b:1::a00:1", AddressClass::Nat64Local),
+    ("100::1", AddressClass::Discard),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", AddressClass::Teredo),
+    ("2001:20::1", AddressClass::Orchid),
+    ("5f00::1", AddressClass::SegmentRouting),
+    ("fd00::5", AddressClass::UniqueLocal),
+    ("fec0::1", AddressClass::SiteLocal),
+    ("::ffff:10.0.0.1", AddressClass::Private),
+    ("64:ff9b::a9fe:a9fe", AddressClass::CloudMetadata),
+    ("2002:c000:0201::1", AddressClass::Documentation),
+    ("2002:7f00:1::1", AddressClass::Loopback),
+];
+
 #[tokio::test]
-async fn names_resolving_to_refused_addresses_are_refused_at_call_time() {
+async fn every_refused_class_is_refused_as_a_dns_answer_and_named() {
+    for class in AddressClass::ALL {
+        assert!(ANSWERS.iter().any(|(_, c)| *c == class), "{class}");
+    }
     let app = TestApp::spawn_strict(Backend::Sqlite).await;
     account_ready(&app, "acme").await;
-    for ip in [
-        "127.0.0.1",
-        "::1",
-        "10.0.0.7",
-        "172.20.1.1",
-        "192.168.0.10",
-        "169.254.10.10",
-        "fe80::1",
-        "fd00::5",
-        "100.64.3.3",
-        "224.0.0.9",
-        "ff02::1",
-        "0.0.0.0",
-        "::",
-        "169.254.169.254",
-        "fd00:ec2::254",
-        "::ffff:10.0.0.1",
-    ] {
+    for (ip, class) in ANSWERS {
         let lookup = ScriptedLookup::new(vec![vec![ip]]);
         let (outcome, attempts) = call(
             &app,
@@ -119,38 +159,62 @@ async fn names_resolving_to_refused_addresses_are_refused_at_call_time() {
             "https://api.partner.test/orders",
         )
         .await;
-        assert!(refused(&outcome), "{ip}: {outcome:?}");
-        assert_eq!(lookup.count(), 1, "{ip}: resolved once and not retried");
-        assert_eq!(attempts, 1, "{ip}");
+        assert_eq!(refused_as(&outcome), Some(*class), "{ip}: {outcome:?}");
+        let message = outcome.unwrap_err().to_string();
+        assert_eq!(
+            message,
+            format!("the endpoint address is refused ({class})")
+        );
+        assert_eq!((lookup.count(), attempts), (1, 1), "{ip}");
     }
-    // A mixed answer is refused whole, even with a public address first.
+}
+
+#[tokio::test]
+async fn a_mixed_answer_is_refused_whole() {
+    let app = TestApp::spawn_strict(Backend::Sqlite).await;
+    account_ready(&app, "acme").await;
+    // Even with a public address first.
     let lookup = ScriptedLookup::new(vec![vec!["8.8.8.8", "10.0.0.1"]]);
-    assert!(refused(
-        &call(
-            &app,
-            &executor(&app, lookup),
-            "https://api.partner.test/orders"
-        )
-        .await
-        .0
-    ));
+    let (outcome, attempts) = call(
+        &app,
+        &executor(&app, lookup.clone()),
+        "https://api.partner.test/orders",
+    )
+    .await;
+    assert_eq!(refused_as(&outcome), Some(AddressClass::Private));
+    assert_eq!(
+        (lookup.count(), attempts),
+        (1, 1),
+        "resolved once, not retried"
+    );
 }
 
 #[tokio::test]
 async fn literal_addresses_are_refused_without_a_lookup() {
     let app = TestApp::spawn_strict(Backend::Sqlite).await;
     account_ready(&app, "acme").await;
-    for url in [
-        "https://10.1.1.1/x",
-        "https://[fd00::1]/x",
-        "https://169.254.169.254/latest",
-        "https://127.0.0.1/x",
-        "http://127.0.0.1:9/x",
-        "https://100.64.0.1/x",
+    for (url, class) in [
+        ("https://10.1.1.1/x", AddressClass::Private),
+        ("https://[fd00::1]/x", AddressClass::UniqueLocal),
+        (
+            "https://169.254.169.254/latest",
+            AddressClass::CloudMetadata,
+        ),
+        ("https://127.0.0.1/x", AddressClass::Loopback),
+        ("http://127.0.0.1:9/x", AddressClass::Loopback),
+        ("https://100.64.0.1/x", AddressClass::Cgnat),
+        ("https://192.0.2.1/x", AddressClass::Documentation),
+        ("https://[2001::1]/x", AddressClass::Teredo),
+        ("https://[64:ff9b:1::1]/x", AddressClass::Nat64Local),
+        ("https://[::10.0.0.1]/x", AddressClass::Ipv4Compatible),
+        ("https://[2002:a00:1::1]/x", AddressClass::Private),
+        // Spellings the URL parser normalises (the guest refuses them at import).
+        ("https://0x7f.1/x", AddressClass::Loopback),
+        ("https://3221225985/x", AddressClass::Documentation),
     ] {
         let lookup = ScriptedLookup::new(vec![]);
         let (outcome, attempts) = call(&app, &executor(&app, lookup.clone()), url).await;
-        assert!(refused(&outcome), "{url}: {outcome:?}");
+        assert_eq!(refused_as(&outcome), Some(class), "{url}: {outcome:?}");
         assert_eq!((lookup.count(), attempts), (0, 1), "{url}");
     }
 }
@@ -199,4 +263,92 @@ async fn the_connection_goes_to_the_checked_address_with_no_second_lookup() {
     .await;
     assert!(refused(&outcome));
     assert_eq!(lookup.count(), 0);
+}
+
+/// The app's routes served again, with an executor resolving through `lookup`
+/// (same database, keys and guest); returns the base URL.
+async fn serve_resolving(app: &TestApp, lookup: Arc<ScriptedLookup>) -> String {
+    let ctx = &app.context;
+    let state = Arc::new(warden::api::AppContext {
+        store: ctx.store.clone(),
+        environment: ctx.environment.clone(),
+        keyring: ctx.keyring.clone(),
+        sandbox: ctx.sandbox.clone(),
+        signer: ctx.signer.clone(),
+        executor: executor(app, lookup),
+        engine: ctx.engine.clone(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, warden::api::router(state)).await });
+    base
+}
+
+both_backends! {
+    async fn a_contract_test_names_the_refused_class_and_never_the_resolved_address(backend: Backend) {
+        let app = TestApp::spawn_strict(backend).await;
+        let key = account_ready(&app, "acme").await;
+        let mut definition = valid_definition("internal_probe");
+        definition["url"] = json!("https://intranet.partner.test/orders");
+        let (status, body) = create(&app, &key, definition).await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["id"].as_str().unwrap().to_owned();
+        // One answer per /test: loopback, then a mixed answer whose second
+        // address is private (which of the two matched must not show).
+        let lookup = ScriptedLookup::new(vec![vec!["127.0.0.1"], vec!["8.8.4.4", "10.20.30.40"]]);
+        let base = serve_resolving(&app, lookup.clone()).await;
+        for (class, addresses) in [("loopback", vec!["127.0.0.1"]), ("private", vec!["8.8.4.4", "10.20.30.40"])] {
+            let response = app.client.post(format!("{base}/v1/capabilities/{id}/test"))
+                .bearer_auth(&key).json(&json!({"arguments": {"order": "A-1"}})).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            let text = response.text().await.unwrap();
+            let body: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(body["status"], "failed", "{text}");
+            assert_eq!(body["reason"], "address_refused", "{text}");
+            assert_eq!(body["message"], format!("the endpoint address is refused ({class})"), "{text}");
+            for address in addresses {
+                assert!(!text.contains(address), "{address} shown: {text}");
+            }
+        }
+        assert_eq!(lookup.count(), 2);
+        let account = app.store.find_account("acme").await.unwrap().unwrap();
+        let records = app.store.list_test_records(&account, &id).await.unwrap();
+        assert_eq!(records.len(), 2);
+        for record in records {
+            assert_eq!(record.reason.as_deref(), Some("address_refused"));
+            let stored = format!("{record:?}");
+            assert!(!stored.contains("127.0.0.1") && !stored.contains("10.20.30.40"), "{stored}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_guest_refuses_each_class_as_a_literal_at_import() {
+    // The wasm guest runs the same table as the executor: one literal per
+    // class, bracketed IPv6 included (loopback is `url-localhost`).
+    let app = TestApp::spawn_strict(Backend::Sqlite).await;
+    let key = account_ready(&app, "acme").await;
+    for (ip, class) in ANSWERS {
+        let host = if ip.contains(':') {
+            format!("[{ip}]")
+        } else {
+            ip.to_string()
+        };
+        let mut definition = valid_definition("literal_probe");
+        definition["url"] = json!(format!("https://{host}/orders"));
+        let (status, body) = create(&app, &key, definition).await;
+        assert_eq!(status, 400, "{ip}: {body}");
+        let violation = &body["violations"][0];
+        assert_eq!(violation["pointer"], "/capability/url", "{ip}: {body}");
+        if *class == AddressClass::Loopback {
+            assert_eq!(violation["rule"], "url-localhost", "{ip}: {body}");
+        } else {
+            assert_eq!(violation["rule"], "url-private-address", "{ip}: {body}");
+            assert_eq!(
+                violation["message"],
+                format!("the URL's host is a refused address ({class})"),
+                "{ip}"
+            );
+        }
+    }
 }

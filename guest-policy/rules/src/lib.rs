@@ -13,9 +13,12 @@
 //!   (in one streaming pass over the text, `stream.rs`, for the hot path);
 //! - [`definition`]: the capability-definition rules of 2.5;
 //! - [`url`], [`secrets`], [`regex_guard`], [`pattern`]: helpers of those rules;
+//! - [`address`]: the one table of refused address classes, shared with the
+//!   server's executor (which checks every resolved address with it);
 //! - [`interaction`]: the closed host-interaction result (2.3, rules 9 and 10);
 //! - [`cache`]: compiled schemas kept by key, as a guest instance does.
 
+pub mod address;
 #[cfg(any(test, feature = "bench-cases"))]
 pub mod bench_cases;
 pub mod cache;

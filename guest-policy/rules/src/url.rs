@@ -2,10 +2,14 @@
 //! placeholders, not localhost, not a private or special address literal.
 //!
 //! A hand-written, strict parser: anything it does not fully understand is
-//! rejected. Whether a DNS name resolves to a private address is decided at
-//! call time by the server's executor, not here.
+//! rejected. Address literals are judged by the shared table of refused
+//! address classes (`address.rs`); whether a DNS name resolves to a refused
+//! address is decided at call time by the server's executor, with the same
+//! table.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::address::{AddressClass, refused_class};
 
 /// Longest URL accepted.
 pub const MAX_URL: usize = 2_048;
@@ -72,34 +76,12 @@ pub fn check(url: &str, allow_loopback_http: bool) -> Result<Url<'_>, (&'static 
         let ip: Ipv6Addr = v6
             .parse()
             .map_err(|_| ("url-invalid", "malformed IPv6 address".to_string()))?;
-        if ip.is_loopback() {
-            loopback = true;
-        } else if let Some(v4) = ip.to_ipv4_mapped() {
-            if v4.is_loopback() {
-                loopback = true;
-            } else if private_v4(v4) {
-                return bad(
-                    "url-private-address",
-                    "the URL's host is a private or special-purpose address",
-                );
-            }
-        } else if private_v6(ip) {
-            return bad(
-                "url-private-address",
-                "the URL's host is a private or special-purpose address",
-            );
-        }
+        loopback = literal_allowed(IpAddr::V6(ip))?;
     } else if looks_numeric(trimmed) {
         match trimmed.parse::<Ipv4Addr>() {
-            Ok(ip) if ip.is_loopback() => loopback = true,
-            Ok(ip) if private_v4(ip) => {
-                return bad(
-                    "url-private-address",
-                    "the URL's host is a private or special-purpose address",
-                );
-            }
-            Ok(_) => {}
-            // 0x7f.1, 2130706433, 0177.0.0.1: shorthand forms resolvers accept.
+            Ok(ip) => loopback = literal_allowed(IpAddr::V4(ip))?,
+            // 0x7f.1, 2130706433, 0177.0.0.1: shorthand forms URL parsers and
+            // resolvers turn into an address this check never saw.
             Err(_) => {
                 return bad(
                     "url-invalid",
@@ -184,36 +166,25 @@ fn valid_dns_name(host: &str) -> bool {
         })
 }
 
-fn private_v4(ip: Ipv4Addr) -> bool {
-    let o = ip.octets();
-    ip.is_private()
-        || ip.is_loopback()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || ip.is_multicast()
-        || ip.is_documentation()
-        || o[0] == 0
-        || (o[0] == 100 && (o[1] & 0xc0) == 64) // 100.64/10 shared address space
-        || (o[0] == 192 && o[1] == 0 && o[2] == 0) // 192.0.0/24 protocol assignments
-        || (o[0] == 198 && (o[1] & 0xfe) == 18) // 198.18/15 benchmarking
-        || o[0] >= 240 // reserved
-}
-
-fn private_v6(ip: Ipv6Addr) -> bool {
-    let s = ip.segments();
-    ip.is_unspecified()
-        || ip.is_multicast()
-        || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
-        || (s[0] & 0xffc0) == 0xfe80 // link local fe80::/10
-        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-        || (s[0] == 0x0064 && s[1] == 0xff9b) // NAT64
-        || s[..6] == [0, 0, 0, 0, 0, 0] // IPv4-compatible
+/// `Ok(true)` for a loopback literal (allowed only under the development
+/// switch, decided by the caller), `Ok(false)` for a public one, and the
+/// violation for every other class of the shared table.
+fn literal_allowed(ip: IpAddr) -> Result<bool, (&'static str, String)> {
+    match refused_class(ip) {
+        None => Ok(false),
+        Some(AddressClass::Loopback) => Ok(true),
+        Some(class) => Err((
+            "url-private-address",
+            format!("the URL's host is a refused address ({class})"),
+        )),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::check;
+    use crate::address::{AddressClass, EXAMPLES};
+    use std::net::IpAddr;
 
     fn rule(url: &str) -> &'static str {
         match check(url, false) {
@@ -263,6 +234,81 @@ mod tests {
         ];
         for (u, r) in cases {
             assert_eq!(rule(u), r, "{u}");
+        }
+    }
+
+    /// A URL naming `ip` literally: dotted IPv4, bracketed IPv6.
+    fn literal_url(ip: &str) -> String {
+        match ip.parse::<IpAddr>().unwrap() {
+            IpAddr::V4(_) => format!("https://{ip}/x"),
+            IpAddr::V6(_) => format!("https://[{ip}]/x"),
+        }
+    }
+
+    #[test]
+    fn every_refused_class_is_refused_as_a_literal_and_named() {
+        for class in AddressClass::ALL {
+            assert!(EXAMPLES.iter().any(|(_, c)| *c == class), "{class}");
+        }
+        for (ip, class) in EXAMPLES {
+            let url = literal_url(ip);
+            let (rule, message) = check(&url, false).unwrap_err();
+            if *class == AddressClass::Loopback {
+                assert_eq!(rule, "url-localhost", "{url}");
+            } else {
+                assert_eq!(rule, "url-private-address", "{url}");
+                assert_eq!(
+                    message,
+                    format!("the URL's host is a refused address ({class})"),
+                    "{url}"
+                );
+            }
+            // The development switch opens loopback only.
+            let dev = check(&url, true).map(|u| u.loopback);
+            if *class == AddressClass::Loopback {
+                assert_eq!(dev, Ok(true), "{url}");
+            } else {
+                assert_eq!(dev.unwrap_err().0, "url-private-address", "{url}");
+            }
+        }
+    }
+
+    #[test]
+    fn public_literals_and_carried_public_addresses_pass() {
+        for ip in [
+            "8.8.8.8",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+        ] {
+            assert_eq!(rule(&literal_url(ip)), "ok", "{ip}");
+        }
+    }
+
+    #[test]
+    fn numeric_spellings_a_url_parser_would_normalise_are_refused() {
+        // WHATWG parsers read each of these as an IPv4 address (127.0.0.1,
+        // 10.0.0.1, 192.0.2.1, 8.8.8.8 ...): only the dotted form is judged.
+        for host in [
+            "2130706433",
+            "0x7f000001",
+            "0x7f.1",
+            "0X7F.0.0.1",
+            "0177.0.0.1",
+            "127.1",
+            "127.0.1",
+            "10.1",
+            "0xa.0.0.1",
+            "012.0.0.1",
+            "3221225985",
+            "0x8.0x8.0x8.0x8",
+            "08.8.8.8",
+            "1.2.3.4.5",
+            "api.0x10",
+            "api.12",
+        ] {
+            assert_eq!(rule(&format!("https://{host}/x")), "url-invalid", "{host}");
         }
     }
 
