@@ -12,6 +12,7 @@ mod channel;
 mod conversation_rules;
 mod conversation_rules_model;
 mod crash;
+mod crash_harness;
 mod credentials;
 mod diagnostics;
 mod endpoint;
