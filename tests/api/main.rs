@@ -29,6 +29,7 @@ mod operation_results;
 mod planner_openai;
 mod policy;
 mod pruning;
+mod secret_sweep;
 mod shop;
 mod signing;
 mod ssrf;
