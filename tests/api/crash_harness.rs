@@ -48,6 +48,11 @@ const BYSTANDER: &str = "bystander";
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 const STATUSES: [&str; 5] = ["succeeded", "failed", "cancelled", "rejected", "expired"];
 
+/// `(id, name, lifecycle_status, revision, definition)` of a capability.
+type Head = (String, String, String, i64, String);
+/// `(capability_id, revision, change, lifecycle_status, definition)`.
+type HistoryRow = (String, i64, String, String, String);
+
 /// Runs `sqlx::query_as(sql).fetch_all` on whichever pool the store holds.
 macro_rules! rows {
     ($store:expr, $ty:ty, $sql:expr) => {
@@ -713,16 +718,16 @@ impl Harness {
     /// ledger with what landed unacknowledged; returns the ids touched.
     async fn check_capabilities(&mut self) -> BTreeSet<String> {
         let a = self.account_id;
-        let heads: Vec<(String, String, String, i64, String)> = rows!(
+        let heads: Vec<Head> = rows!(
             &self.store,
-            (String, String, String, i64, String),
+            Head,
             &format!(
                 "SELECT id, name, lifecycle_status, revision, definition FROM capabilities WHERE account_id = {a}"
             )
         );
-        let history: Vec<(String, i64, String, String, String)> = rows!(
+        let history: Vec<HistoryRow> = rows!(
             &self.store,
-            (String, i64, String, String, String),
+            HistoryRow,
             &format!(
                 "SELECT r.capability_id, r.revision, r.change, r.lifecycle_status, r.definition FROM capability_revisions r \
                       JOIN capabilities c ON c.id = r.capability_id WHERE c.account_id = {a} ORDER BY r.capability_id, r.revision"
@@ -731,13 +736,11 @@ impl Harness {
         let records: HashMap<String, (String, Option<String>)> = rows!(&self.store, (String, String, Option<String>),
             &format!("SELECT idempotency_key, state, response_body FROM idempotency_records WHERE account_id = {a}"))
             .into_iter().map(|(k, s, b)| (k, (s, b))).collect();
-        let mut revisions: HashMap<&str, Vec<&(String, i64, String, String, String)>> =
-            HashMap::new();
+        let mut revisions: HashMap<&str, Vec<&HistoryRow>> = HashMap::new();
         for row in &history {
             revisions.entry(row.0.as_str()).or_default().push(row);
         }
-        let by_name: HashMap<&str, &(String, String, String, i64, String)> =
-            heads.iter().map(|h| (h.1.as_str(), h)).collect();
+        let by_name: HashMap<&str, &Head> = heads.iter().map(|h| (h.1.as_str(), h)).collect();
 
         // Revisions 1..=revision, contiguous; the head agrees with its last revision.
         for (id, name, status, revision, definition) in &heads {
