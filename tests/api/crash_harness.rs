@@ -12,7 +12,9 @@
 //!   in the history; credentials configured with the acknowledged secret or
 //!   revoked; the policy; turns, interactions and operation results;
 //! - at most the one write each writer had in flight may also have landed,
-//!   and then whole;
+//!   and then whole (on PostgreSQL such a write can still commit after the
+//!   process died, the statement being at the server already: the checks
+//!   wait until the dead process's sessions are gone);
 //! - no partial import: every capability of an import exists, or none;
 //!   each capability's revisions are exactly `1..=revision`, and its head
 //!   row agrees with the history;
@@ -46,6 +48,8 @@ const KILL_AFTER_MS: std::ops::RangeInclusive<u64> = 20..=350;
 const ACCOUNT: &str = "crash";
 const BYSTANDER: &str = "bystander";
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// The PostgreSQL application name of the harness's own connections.
+const CHECKER: &str = "crash-checker";
 const STATUSES: [&str; 5] = ["succeeded", "failed", "cancelled", "rejected", "expired"];
 
 /// `(id, name, lifecycle_status, revision, definition)` of a capability.
@@ -582,6 +586,8 @@ struct Harness {
     account_id: i64,
     /// Capabilities published at set-up, outside the ledger's imports.
     setup_names: BTreeSet<String>,
+    /// Kill points after which sessions of the dead process were still open.
+    rounds_with_orphans: usize,
 }
 
 async fn cli(db: &TestDb, args: &[&str]) -> Value {
@@ -625,7 +631,12 @@ impl Harness {
             .as_str()
             .unwrap()
             .to_owned();
-        let store = Store::connect(&db.url).await.unwrap();
+        let store = match backend {
+            Backend::Sqlite => Store::connect(&db.url).await.unwrap(),
+            Backend::Postgres => Store::connect(&format!("{}?application_name={CHECKER}", db.url))
+                .await
+                .unwrap(),
+        };
         let account_id = store.find_account(ACCOUNT).await.unwrap().unwrap().0;
         let endpoint = host_endpoint().await;
         Harness {
@@ -639,6 +650,7 @@ impl Harness {
             _endpoint: endpoint,
             account_id,
             setup_names: BTreeSet::new(),
+            rounds_with_orphans: 0,
             db,
         }
     }
@@ -702,6 +714,38 @@ impl Harness {
         server.child.wait().await.unwrap();
         for worker in workers {
             worker.await.unwrap();
+        }
+        self.wait_for_orphaned_statements().await;
+    }
+
+    /// On PostgreSQL a statement the killed process had already sent still
+    /// runs to its end (and an autocommit one commits): such a write is
+    /// unacknowledged, may land, and must be decided before the checks read.
+    /// Every session but the checker's belongs to the dead process here.
+    async fn wait_for_orphaned_statements(&mut self) {
+        let Store::Postgres(pool) = &self.store else {
+            return;
+        };
+        let sql = format!(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND backend_type = 'client backend' AND application_name <> '{CHECKER}'"
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut first = true;
+        loop {
+            let left: i64 = sqlx::query_scalar(&sql).fetch_one(pool).await.unwrap();
+            if left == 0 {
+                return;
+            }
+            if first {
+                self.rounds_with_orphans += 1;
+                first = false;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{left} sessions of the killed server still open after 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
@@ -1359,8 +1403,8 @@ both_backends! {
         let ledger = harness.ledger.lock().unwrap();
         eprintln!(
             "crash harness {backend:?}: {rounds} kill points survived in {:.1} s; acknowledged {:?}; \
-             unacknowledged writes found landed whole: {}",
-            started.elapsed().as_secs_f64(), ledger.acked, ledger.unacknowledged
+             unacknowledged writes found landed whole: {}; kill points the dead process's sessions outlived: {}",
+            started.elapsed().as_secs_f64(), ledger.acked, ledger.unacknowledged, harness.rounds_with_orphans
         );
         if rounds >= 10 {
             for kind in ["import", "revise", "disabled", "enabled", "credential", "policy", "message", "operation_result"] {
