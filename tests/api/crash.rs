@@ -1,4 +1,5 @@
-//! Durability and shutdown of the real binary.
+//! Durability and shutdown of the real binary. The mixed-workload crash
+//! harness (many kill points, every kind of write) is `crash_harness.rs`.
 
 use crate::helpers::*;
 use serde_json::json;
