@@ -14,11 +14,13 @@
 //! - [`definition`]: the capability-definition rules of 2.5;
 //! - [`url`], [`secrets`], [`regex_guard`], [`pattern`]: helpers of those rules;
 //! - [`interaction`]: the closed host-interaction result (2.3, rules 9 and 10);
-//! - [`cache`]: compiled schemas kept by key, as a guest instance does.
+//! - [`cache`]: compiled schemas kept by key, as a guest instance does;
+//! - [`candidates`]: which candidate values match a property's `pattern`.
 
 #[cfg(any(test, feature = "bench-cases"))]
 pub mod bench_cases;
 pub mod cache;
+pub mod candidates;
 pub mod definition;
 pub mod interaction;
 pub mod pattern;
