@@ -32,3 +32,4 @@ mod shop;
 mod signing;
 mod ssrf;
 mod storage;
+mod tenant_patterns;
