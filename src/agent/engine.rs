@@ -311,7 +311,8 @@ impl Engine {
             (Vec::new(), Vec::new(), None)
         };
         // Rules 2 and 3 read values from this message and the user's earlier
-        // ones: the guest judges their tokens against every pattern now, once.
+        // ones: the guest judges their tokens against every pattern now, once
+        // (not for an exclusion clause: rule 13 runs nothing).
         let mut texts = vec![inbound.body.as_str()];
         texts.extend(
             history
@@ -320,7 +321,8 @@ impl Engine {
                 .filter(|h: &&HistoryEntry| h.role == Role::User)
                 .map(|h| h.text.as_str()),
         );
-        for loaded in &mut capabilities {
+        let judged = !has_exclusion_clause(&inbound.body);
+        for loaded in capabilities.iter_mut().filter(|_| judged) {
             loaded.offer.patterns =
                 patterns::judge(&self.executor, account, &loaded.at, &texts).await;
         }

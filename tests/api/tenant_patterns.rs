@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 /// Accepted by the import guard (three adjacent stars), yet cubic per start
-/// position: on thousands of `a`s a native engine runs for minutes.
+/// position: on 600 `a`s `regress` natively (release build) needs 23 s.
 const SLOW_PATTERN: &str = "a*a*a*b";
 
 fn code_lookup(base: &str) -> Value {
@@ -62,8 +62,8 @@ both_backends! {
         assert_eq!(status, 201, "{body}");
 
         // Two turns at once (the test runtime, like a small server, has two
-        // worker threads), each with a word of 3000 `a`s.
-        let word = "a".repeat(3000);
+        // worker threads), each with a word of 600 `a`s.
+        let word = "a".repeat(600);
         let message = format!("Consulta el código de envío {word}");
         let started = Instant::now();
         let turns: Vec<_> = (0..2)
@@ -78,24 +78,24 @@ both_backends! {
             })
             .collect();
 
-        // Meanwhile the server answers its health check promptly.
-        for _ in 0..5 {
-            let health = tokio::time::timeout(
-                Duration::from_secs(2),
-                app.client.get(app.url("/health")).send(),
-            )
-            .await
-            .expect("/health answered within 2 s while the turns ran")
-            .unwrap();
+        // Meanwhile the server answers its health check promptly. Measured,
+        // not awaited with a timer: the test client shares the server's
+        // runtime, whose timers starve too when its threads are pinned.
+        let mut slowest = Duration::ZERO;
+        loop {
+            let asked = Instant::now();
+            let health = app.client.get(app.url("/health")).send().await.unwrap();
+            slowest = slowest.max(asked.elapsed());
             assert_eq!(health.status(), 200);
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            if turns.iter().all(|t| t.is_finished()) || started.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        assert!(slowest < Duration::from_secs(2), "/health took {slowest:?} while the turns ran");
 
         for turn in turns {
-            let (status, body) = tokio::time::timeout(Duration::from_secs(30), turn)
-                .await
-                .expect("the turn completes")
-                .unwrap();
+            let (status, body) = turn.await.unwrap();
             assert_eq!(status, 200, "{body}");
             // The guest's deadline stopped the match: no candidate, so the
             // agent asks for the value rather than guessing.
@@ -103,7 +103,9 @@ both_backends! {
             assert!(body["message"]["body"].as_str().unwrap().contains("el código de envío"), "{body}");
         }
         let took = started.elapsed();
+        // Before, natively: 303-326 s for the two (debug build).
         assert!(took < Duration::from_secs(30), "both turns took {took:?}");
+        eprintln!("two turns over {SLOW_PATTERN} took {took:?}; /health at worst {slowest:?}");
         assert!(endpoint.received.lock().unwrap().is_empty(), "nothing called with a guessed value");
 
         // The same pattern still fills a value the guest judges to match.
