@@ -120,6 +120,29 @@ impl PolicySandbox {
         })
     }
 
+    /// Which `candidates` match the `pattern` of the top-level input
+    /// property `property` (their indexes). A tenant's pattern runs only
+    /// here, in the guest under its deadline, never in the server: a
+    /// catastrophic pattern costs a turn one deadline, not a worker thread.
+    pub async fn match_pattern(
+        &self,
+        account: &AccountId,
+        schema_key: String,
+        input_schema: String,
+        property: String,
+        candidates: Vec<String>,
+    ) -> Result<Result<Vec<usize>, Vec<Violation>>, SandboxError> {
+        let (sandbox, scope) = (self.sandbox.clone(), scope(account));
+        run_blocking(move || {
+            let schema = SchemaRef {
+                key: &schema_key,
+                text: &input_schema,
+            };
+            sandbox.match_pattern(&scope, schema, &property, &candidates)
+        })
+        .await
+    }
+
     /// A `host_interaction` result shaped into the closed interaction.
     pub async fn shape_interaction(
         &self,

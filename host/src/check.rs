@@ -446,6 +446,16 @@ fn run_suite(s: &Sandbox) -> Vec<SelfTestCase> {
             }),
         ),
         (
+            "pattern: the candidates matching a property's pattern are named",
+            Box::new(|| {
+                let candidates = ["A-1001", "a b", "pedido", "B-2"];
+                match s.match_pattern(ACCOUNT, in_ref, "order", &candidates) {
+                    Ok(Ok(indexes)) if indexes == [0, 3] => Ok(()),
+                    other => Err(format!("expected the indexes [0, 3], got {other:?}")),
+                }
+            }),
+        ),
+        (
             "any function: text that is not JSON is one invalid-json violation",
             Box::new(|| {
                 expect(

@@ -37,6 +37,9 @@ pub struct SandboxConfig {
     pub max_schema_bytes: usize,
     /// Largest total of strings a guest may return from one call.
     pub max_output_bytes: usize,
+    /// Most candidate strings in one `match-pattern` call (their total size
+    /// is bounded by `max_schema_bytes`).
+    pub max_candidates: usize,
     /// Where compiled guests are cached (`<sha256>.cwasm`); `None` compiles
     /// at every start. The directory must be writable by the service only:
     /// a cached file is native code the process will run.
@@ -59,6 +62,7 @@ impl Default for SandboxConfig {
             max_document_bytes: 2 << 20,
             max_schema_bytes: 256 << 10,
             max_output_bytes: 2 << 20,
+            max_candidates: 1024,
             cache_dir: None,
         }
     }

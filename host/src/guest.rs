@@ -17,9 +17,12 @@ use crate::error::LoadError;
 use crate::pool::StoreState;
 
 /// The export a guest must provide.
-pub const WORLD_EXPORT: &str = "warden:policy/validator@0.1.0";
-/// Prefix of the export names accepted as compatible with [`WORLD_EXPORT`].
-const WORLD_EXPORT_COMPATIBLE: &str = "warden:policy/validator@0.1.";
+pub const WORLD_EXPORT: &str = "warden:policy/validator@0.2.0";
+/// Prefix of the export names accepted as compatible with [`WORLD_EXPORT`]:
+/// patch releases of the same minor version. An older minor version (0.1.x)
+/// lacks `match-pattern`, which the server calls on every turn, so it is
+/// refused (wit/policy.wit, "Version policy").
+const WORLD_EXPORT_COMPATIBLE: &str = "warden:policy/validator@0.2.";
 /// The functions of that export.
 pub const WORLD_FUNCTIONS: &[&str] = &[
     "check-definition",
@@ -28,6 +31,7 @@ pub const WORLD_FUNCTIONS: &[&str] = &[
     "shape-interaction",
     "check-integration-schema",
     "validate-integration",
+    "match-pattern",
 ];
 
 /// The default guest, built from `guest-policy/` by `build.rs`.
@@ -155,7 +159,7 @@ pub(crate) fn load(
 /// Names what the component lacks of the world (empty when it has it all).
 fn missing_exports(engine: &Engine, component: &Component) -> Vec<String> {
     let ty = component.component_type();
-    // Semver: a guest built against any 0.1.x of the package fits (patch
+    // Semver: a guest built against any 0.2.x of the package fits (patch
     // releases of the WIT are documentation only; see wit/policy.wit).
     let name = ty
         .exports(engine)

@@ -225,6 +225,50 @@ impl Sandbox {
         })
     }
 
+    /// `match-pattern`: which of `candidates` match the `pattern` of the
+    /// top-level property `property` of an input schema. Returns their
+    /// indexes, ascending. One call judges a whole batch (all the candidate
+    /// values of one turn), so a tenant's pattern runs only here, under the
+    /// deadline, however many candidates there are.
+    pub fn match_pattern<S: AsRef<str>>(
+        &self,
+        account: &str,
+        input_schema: SchemaRef<'_>,
+        property: &str,
+        candidates: &[S],
+    ) -> Result<Verdict<Vec<usize>>, SandboxError> {
+        self.schema(input_schema)?;
+        let config = self.config();
+        self.input("the property name", property, config.max_schema_bytes)?;
+        if candidates.len() > config.max_candidates {
+            return Err(SandboxError::InputTooLarge {
+                what: "the candidate list (in strings)",
+                size: candidates.len(),
+                limit: config.max_candidates,
+            });
+        }
+        let total: usize = candidates.iter().map(|c| c.as_ref().len()).sum();
+        if total > config.max_schema_bytes {
+            return Err(SandboxError::InputTooLarge {
+                what: "the candidates",
+                size: total,
+                limit: config.max_schema_bytes,
+            });
+        }
+        let list: Vec<&str> = candidates.iter().map(AsRef::as_ref).collect();
+        let s = bindings::schema_ref(input_schema);
+        let max_out = config.max_output_bytes;
+        self.inner.pool.call(account, |store, g| {
+            let r = g
+                .warden_policy_validator()
+                .call_match_pattern(store, s, property, &list)?;
+            match verdict(r, max_out, |v| v.len() * 4)? {
+                Ok(indexes) => Ok(Ok(checked_indexes(indexes, list.len())?)),
+                Err(v) => Ok(Err(v)),
+            }
+        })
+    }
+
     fn input(&self, what: &'static str, text: &str, limit: usize) -> Result<(), SandboxError> {
         if text.len() > limit {
             return Err(SandboxError::InputTooLarge {
@@ -287,10 +331,39 @@ fn verdict<T>(
     }
 }
 
+/// `match-pattern`'s answer must name each candidate at most once, in
+/// ascending order, within the list: anything else is a broken contract.
+fn checked_indexes(indexes: Vec<u32>, candidates: usize) -> Result<Vec<usize>, Fault> {
+    let mut out = Vec::with_capacity(indexes.len());
+    for i in indexes {
+        let i = i as usize;
+        if i >= candidates || out.last().is_some_and(|&last| last >= i) {
+            return Err(Fault::Refused(SandboxError::Contract(format!(
+                "match-pattern returned index {i}, not ascending within {candidates} candidates"
+            ))));
+        }
+        out.push(i);
+    }
+    Ok(out)
+}
+
 fn json_object(text: &str, what: &str) -> Result<JsonObject, Fault> {
     serde_json::from_str(text).map_err(|e| {
         Fault::Refused(SandboxError::Contract(format!(
             "{what} is not a JSON object: {e}"
         )))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn match_pattern_indexes_must_be_ascending_and_in_range() {
+        assert_eq!(checked_indexes(vec![0, 2, 5], 6).ok(), Some(vec![0, 2, 5]));
+        for bad in [vec![6], vec![1, 1], vec![3, 2]] {
+            assert!(checked_indexes(bad.clone(), 6).is_err(), "{bad:?}");
+        }
+    }
 }

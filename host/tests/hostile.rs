@@ -80,6 +80,21 @@ fn an_infinite_loop_is_stopped_within_100_ms() {
 }
 
 #[test]
+fn match_pattern_is_stopped_at_the_deadline_too() {
+    let s = load("spin");
+    let started = Instant::now();
+    let err = s
+        .match_pattern("acct", SCHEMA, "q", &["aaaa", "b"])
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, SandboxError::Deadline(_)), "{err:?}");
+    // Generous: the point is "about the deadline", not "until it returns".
+    assert!(took < Duration::from_secs(1), "stopped after {took:?}");
+    faulted_instance_not_reused(&s, "acct", 1);
+    healthy_still_works();
+}
+
+#[test]
 fn unbounded_memory_growth_hits_the_limit() {
     let s = load_without_deadline_pressure("grow");
     let started = Instant::now();
@@ -200,7 +215,7 @@ fn a_component_of_another_world_is_refused_naming_what_is_missing() {
     };
     let text = err.to_string();
     assert!(
-        text.contains("missing export `warden:policy/validator@0.1.0`"),
+        text.contains("missing export `warden:policy/validator@0.2.0`"),
         "{text}"
     );
     assert!(
@@ -222,6 +237,7 @@ fn a_component_missing_functions_is_refused_naming_each() {
         "shape-interaction",
         "check-integration-schema",
         "validate-integration",
+        "match-pattern",
     ] {
         assert!(
             text.contains(&format!("missing function `{f}`")),
@@ -232,8 +248,8 @@ fn a_component_missing_functions_is_refused_naming_each() {
         !text.contains("missing function `check-definition`"),
         "{text}"
     );
-    // The guest exports validator@0.1.7: found as semver-compatible with
-    // 0.1.0, so the report is about its functions, not a missing export.
+    // The guest exports validator@0.2.7: found as semver-compatible with
+    // 0.2.0, so the report is about its functions, not a missing export.
     assert!(!text.contains("missing export"), "{text}");
 }
 

@@ -6,10 +6,15 @@
 //! candidate when it is an `enum` value named in the text, a token matching
 //! the property's `pattern`, a quoted or clearly delimited value
 //! (`pedido: A-1`, `name = "Ana"`), or a number for numeric properties.
+//!
+//! This module never runs a tenant's `pattern`: it offers the tokens
+//! ([`Property::pattern_tokens`]) and takes the policy guest's verdict on
+//! them ([`PatternMatches`], gathered once per turn by `patterns`).
 
 use serde_json::{Map, Value};
 
 use super::language::{fold, is_stopword, words};
+use super::patterns::PatternMatches;
 
 /// A whole message taken as a free-text answer has at most this many words.
 const MAX_ANSWER_WORDS: usize = 8;
@@ -80,8 +85,32 @@ impl Property<'_> {
         n >= self.min_length() && n <= self.max_length()
     }
 
-    /// Distinct candidate values for this property in `text`.
-    pub fn candidates(&self, text: &str) -> Vec<Value> {
+    /// A string property narrowed by a `pattern` (and no `enum` or
+    /// `const`, which decide first): its candidates are tokens the policy
+    /// guest judged to match.
+    pub fn is_patterned(&self) -> bool {
+        self.kind() == Some("string")
+            && self.schema.get("const").is_none()
+            && self.schema.get("enum").is_none()
+            && self.schema.get("pattern").is_some_and(Value::is_string)
+    }
+
+    /// The tokens of `text` that could be this patterned property's value:
+    /// within its length bounds and not a stopword. Whether each matches the
+    /// pattern is the guest's call.
+    pub fn pattern_tokens(&self, text: &str) -> Vec<String> {
+        if !self.is_patterned() {
+            return Vec::new();
+        }
+        tokens(text)
+            .into_iter()
+            .filter(|t| self.fits_length(t) && !is_stopword(&fold(t)))
+            .collect()
+    }
+
+    /// Distinct candidate values for this property in `text`; `patterns`
+    /// holds the guest's verdicts on the tokens of patterned properties.
+    pub fn candidates(&self, text: &str, patterns: &PatternMatches) -> Vec<Value> {
         let mut found: Vec<Value> = Vec::new();
         let mut push = |v: Value| {
             if !found.contains(&v) {
@@ -111,19 +140,13 @@ impl Property<'_> {
         }
         match self.kind() {
             Some("string") => {
-                if let Some(pattern) = self.schema.get("pattern").and_then(Value::as_str) {
-                    let Ok(regex) = regress::Regex::new(pattern) else {
-                        return found;
-                    };
-                    for token in tokens(text) {
-                        if self.fits_length(&token)
-                            && !is_stopword(&fold(&token))
-                            && regex.find(&token).is_some()
-                        {
+                if self.is_patterned() {
+                    for token in self.pattern_tokens(text) {
+                        if patterns.matches(self.name, &token) {
                             push(Value::String(token));
                         }
                     }
-                } else {
+                } else if self.schema.get("pattern").is_none() {
                     for value in delimited_values(text, self.name) {
                         if self.fits_length(&value) {
                             push(Value::String(value));
@@ -239,10 +262,10 @@ pub fn is_grounded(value: &Value, sources: &[&str]) -> bool {
 /// Every candidate found in `text` for each property: the built-in
 /// planner's argument filling. A property with several distinct candidates
 /// is left out (the engine asks which one).
-pub fn extract(input_schema: &Value, text: &str) -> Map<String, Value> {
+pub fn extract(input_schema: &Value, patterns: &PatternMatches, text: &str) -> Map<String, Value> {
     let mut out = Map::new();
     for property in properties(input_schema) {
-        let mut candidates = property.candidates(text);
+        let mut candidates = property.candidates(text, patterns);
         if candidates.len() == 1 {
             out.insert(property.name.to_owned(), candidates.remove(0));
         }
@@ -265,23 +288,52 @@ mod tests {
         }})
     }
 
+    /// The guest's verdicts for the tokens these tests use.
+    fn judged() -> PatternMatches {
+        PatternMatches::default().with("order", &["A-1001", "A-1", "B-2"])
+    }
+
     #[test]
     fn fills_only_from_the_users_words() {
         let got = extract(
             &schema(),
+            &judged(),
             "¿Dónde está mi pedido A-1001? Lo compré en la tienda física, customer: Ana Pérez",
         );
         assert_eq!(got["order"], "A-1001");
         assert_eq!(got["channel"], "tienda física");
         assert_eq!(got["customer"], "Ana Pérez");
         assert!(!got.contains_key("count"));
-        assert!(extract(&schema(), "¿Dónde está mi pedido?").is_empty());
+        assert!(extract(&schema(), &judged(), "¿Dónde está mi pedido?").is_empty());
     }
 
     #[test]
     fn several_candidates_are_ambiguous() {
-        let got = extract(&schema(), "pedidos A-1 y B-2");
+        let got = extract(&schema(), &judged(), "pedidos A-1 y B-2");
         assert!(!got.contains_key("order"));
+    }
+
+    #[test]
+    fn a_pattern_is_never_run_here_only_the_guests_verdict_counts() {
+        let s = schema();
+        let order = properties(&s)
+            .into_iter()
+            .find(|p| p.name == "order")
+            .unwrap();
+        assert!(order.is_patterned());
+        assert_eq!(
+            order.pattern_tokens("¿Dónde está mi pedido A-1001?"),
+            ["Dónde", "pedido", "A-1001"]
+        );
+        // Not judged: no candidate, whatever the token looks like.
+        assert!(
+            order
+                .candidates("pedido A-1001", &PatternMatches::default())
+                .is_empty()
+        );
+        // Judged to match: taken, even if a native engine would disagree.
+        let odd = PatternMatches::default().with("order", &["pedido"]);
+        assert_eq!(order.candidates("mi pedido", &odd), vec![json!("pedido")]);
     }
 
     #[test]

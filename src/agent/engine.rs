@@ -26,6 +26,7 @@ use super::grounding::{answer_is_safe, facts, is_empty_result, reply_is_grounded
 use super::language::{
     Language, has_exclusion_clause, has_operation_intent, is_cancel, is_no, is_yes,
 };
+use super::patterns::{self, PatternMatches};
 use super::pending::{self, PendingOperation};
 use super::planner::{
     CapabilityOffer, EffectivePolicy, HistoryEntry, Plan, PlanRequest, Planner, PlannerError,
@@ -276,6 +277,7 @@ impl Engine {
                     examples: definition.examples.clone(),
                     input_schema: definition.input_schema.clone(),
                     preparation: definition.is_host_interaction(),
+                    patterns: PatternMatches::default(),
                 },
                 at: CapabilityAtRevision {
                     id: row.id,
@@ -308,6 +310,22 @@ impl Engine {
         } else {
             (Vec::new(), Vec::new(), None)
         };
+        // Rules 2 and 3 read values from this message and the user's earlier
+        // ones: the guest judges their tokens against every pattern now, once
+        // (not for an exclusion clause: rule 13 runs nothing).
+        let mut texts = vec![inbound.body.as_str()];
+        texts.extend(
+            history
+                .iter()
+                .rev()
+                .filter(|h: &&HistoryEntry| h.role == Role::User)
+                .map(|h| h.text.as_str()),
+        );
+        let judged = !has_exclusion_clause(&inbound.body);
+        for loaded in capabilities.iter_mut().filter(|_| judged) {
+            loaded.offer.patterns =
+                patterns::judge(&self.executor, account, &loaded.at, &texts).await;
+        }
         Ok(Context {
             account,
             inbound,
@@ -437,7 +455,7 @@ impl Engine {
                 // is unambiguous; otherwise the engine asks to confirm.
                 let from_history = !in_message
                     && arguments::is_grounded(value, &sources[1..])
-                    && history_candidates(cx, property).len() <= 1;
+                    && history_candidates(cx, &loaded.offer.patterns, property).len() <= 1;
                 let ok = property.schema.get("const") == Some(value)
                     || from_image
                     || in_message
@@ -463,7 +481,7 @@ impl Engine {
         let properties = arguments::properties(&loaded.offer.input_schema);
         let missing = properties.iter().find(|p| p.name == pending.missing)?;
         let message = cx.inbound.body.as_str();
-        let mut candidates = missing.candidates(message);
+        let mut candidates = missing.candidates(message, &loaded.offer.patterns);
         let answer = if candidates.len() == 1 {
             candidates.pop()
         } else if candidates.is_empty() && pending.proposed.is_some() && is_yes(message) {
@@ -475,7 +493,9 @@ impl Engine {
         }?;
         let mut args = pending.arguments.clone();
         args.insert(pending.missing.clone(), answer);
-        for (k, v) in arguments::extract(&loaded.offer.input_schema, message) {
+        for (k, v) in
+            arguments::extract(&loaded.offer.input_schema, &loaded.offer.patterns, message)
+        {
             args.entry(k).or_insert(v);
         }
         Some((loaded, args))
@@ -505,7 +525,7 @@ impl Engine {
                 category = "reference";
                 continue;
             }
-            let candidates = history_candidates(cx, property);
+            let candidates = history_candidates(cx, &loaded.offer.patterns, property);
             match candidates.as_slice() {
                 [one] => {
                     args.insert(name.to_owned(), one.clone());
@@ -745,11 +765,15 @@ fn reference_for(cx: &Context<'_>, loaded: &Loaded, input: &str) -> Option<Strin
 }
 
 /// Rule 3: distinct values for `property` in earlier user messages, most
-/// recent first.
-fn history_candidates(cx: &Context<'_>, property: &Property<'_>) -> Vec<Value> {
+/// recent first (patterned ones as the guest judged them this turn).
+fn history_candidates(
+    cx: &Context<'_>,
+    patterns: &PatternMatches,
+    property: &Property<'_>,
+) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     for entry in cx.history.iter().rev().filter(|h| h.role == Role::User) {
-        for value in property.candidates(&entry.text) {
+        for value in property.candidates(&entry.text, patterns) {
             if !out.contains(&value) {
                 out.push(value);
             }

@@ -4,7 +4,8 @@
 //!
 //! - `engine`: the turn (load → decide → call at most once → store → answer);
 //! - `planner`: the built-in and the OpenAI-compatible planners;
-//! - `arguments`: values from the user's words; `references`: rule 4;
+//! - `arguments`: values from the user's words; `patterns`: which of them
+//!   fit a property's `pattern`, judged by the policy guest; `references`: rule 4;
 //!   `pending`: rule 12; `grounding`: rules 5 and 6; `language`: the
 //!   clauses the engine recognises; `texts`: its fixed replies;
 //!   `trace`: the capability trace (2.4).
@@ -13,6 +14,7 @@ pub mod arguments;
 pub mod engine;
 pub mod grounding;
 pub mod language;
+pub mod patterns;
 pub mod pending;
 pub mod planner;
 pub mod references;

@@ -279,6 +279,29 @@ impl Executor {
     }
 }
 
+impl Executor {
+    /// Which `candidates` match the `pattern` of `property` in the
+    /// capability's input schema, judged by the guest (with the schema key
+    /// `validate-arguments` uses, so the compiled schema is shared).
+    pub async fn match_pattern(
+        &self,
+        account: &AccountId,
+        capability: &CapabilityAtRevision,
+        property: &str,
+        candidates: Vec<String>,
+    ) -> Result<Result<Vec<usize>, Vec<crate::sandbox::Violation>>, SandboxError> {
+        self.sandbox
+            .match_pattern(
+                account,
+                schema_key(capability, "input"),
+                capability.definition.input_schema.to_string(),
+                property.to_owned(),
+                candidates,
+            )
+            .await
+    }
+}
+
 /// The guest's cache key for a schema: it changes with every revision.
 fn schema_key(capability: &CapabilityAtRevision, which: &str) -> String {
     format!("{}@{}/{which}", capability.id, capability.revision)

@@ -297,6 +297,85 @@ fn cases() -> Vec<Case> {
             },
             &[("/input_schema/properties/code/pattern", "pattern-invalid")],
         ),
+        // Patterns a backtracking engine takes exponential (or high-degree
+        // polynomial) time on: refused at import by the guest's guard.
+        case(
+            "nested quantifier over an optional repeat",
+            |d| {
+                input_prop(
+                    d,
+                    "code",
+                    json!({"type": "string", "maxLength": 64, "pattern": "^(?:aa?)+$"}),
+                )
+            },
+            &[(
+                "/input_schema/properties/code/pattern",
+                "pattern-too-complex",
+            )],
+        ),
+        case(
+            "nested quantifier over a bounded repeat",
+            |d| {
+                input_prop(
+                    d,
+                    "code",
+                    json!({"type": "string", "maxLength": 64, "pattern": "^(\\w{1,16})+$"}),
+                )
+            },
+            &[(
+                "/input_schema/properties/code/pattern",
+                "pattern-too-complex",
+            )],
+        ),
+        case(
+            "overlapping alternatives under a quantifier",
+            |d| {
+                input_prop(
+                    d,
+                    "code",
+                    json!({"type": "string", "maxLength": 64, "pattern": "^((a|a))*$"}),
+                )
+            },
+            &[(
+                "/input_schema/properties/code/pattern",
+                "pattern-too-complex",
+            )],
+        ),
+        case(
+            "a long run of adjacent stars",
+            |d| {
+                input_prop(
+                    d,
+                    "code",
+                    json!({"type": "string", "maxLength": 64, "pattern": "a*a*a*a*a*a*a*a*a*a*a*a*b"}),
+                )
+            },
+            &[(
+                "/input_schema/properties/code/pattern",
+                "pattern-too-complex",
+            )],
+        ),
+        case(
+            "ordinary patterns are accepted",
+            |d| {
+                input_prop(
+                    d,
+                    "code",
+                    json!({"type": "string", "maxLength": 64, "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"}),
+                );
+                input_prop(
+                    d,
+                    "email",
+                    json!({"type": "string", "maxLength": 64, "pattern": "^[a-z0-9._%+-]+@[a-z0-9.-]+\\.[a-z]{2,}$"}),
+                );
+                input_prop(
+                    d,
+                    "ip",
+                    json!({"type": "string", "maxLength": 15, "pattern": "^(?:\\d{1,3}\\.){3}\\d{1,3}$"}),
+                );
+            },
+            &[],
+        ),
         // Combinator sizes (rule 8).
         case(
             "anyOf with 0 branches",

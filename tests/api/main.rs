@@ -36,3 +36,4 @@ mod signing;
 mod slow_clients;
 mod ssrf;
 mod storage;
+mod tenant_patterns;

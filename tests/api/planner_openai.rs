@@ -40,6 +40,7 @@ fn order_status() -> CapabilityOffer {
             },
         }),
         preparation: false,
+        patterns: Default::default(),
     }
 }
 
@@ -56,6 +57,7 @@ fn store_hours() -> CapabilityOffer {
             "properties": { "city": { "type": "string", "maxLength": 40 } },
         }),
         preparation: false,
+        patterns: Default::default(),
     }
 }
 

@@ -16,12 +16,14 @@
 //! - [`address`]: the one table of refused address classes, shared with the
 //!   server's executor (which checks every resolved address with it);
 //! - [`interaction`]: the closed host-interaction result (2.3, rules 9 and 10);
-//! - [`cache`]: compiled schemas kept by key, as a guest instance does.
+//! - [`cache`]: compiled schemas kept by key, as a guest instance does;
+//! - [`candidates`]: which candidate values match a property's `pattern`.
 
 pub mod address;
 #[cfg(any(test, feature = "bench-cases"))]
 pub mod bench_cases;
 pub mod cache;
+pub mod candidates;
 pub mod definition;
 pub mod interaction;
 pub mod pattern;

@@ -28,6 +28,9 @@ impl Guest for Hostile {
     fn validate_integration(_: SchemaRef, _: String) -> Result<(), Vec<Violation>> {
         hostile("validate-integration").map(|_| ())
     }
+    fn match_pattern(_: SchemaRef, _: String, _: Vec<String>) -> Result<Vec<u32>, Vec<Violation>> {
+        hostile("match-pattern").map(|_| Vec::new())
+    }
 }
 
 export!(Hostile);

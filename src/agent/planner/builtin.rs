@@ -49,7 +49,11 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
     if let Some((_, capability)) = best {
         return Plan::Call {
             capability: capability.name.clone(),
-            arguments: arguments::extract(&capability.input_schema, request.message),
+            arguments: arguments::extract(
+                &capability.input_schema,
+                &capability.patterns,
+                request.message,
+            ),
         };
     }
     if is_greeting(request.message) {
@@ -105,7 +109,7 @@ fn score(capability: &CapabilityOffer, message: &HashSet<String>, message_text: 
     if words == 0 {
         return 0;
     }
-    let provided = arguments::extract(&capability.input_schema, message_text);
+    let provided = arguments::extract(&capability.input_schema, &capability.patterns, message_text);
     let required = arguments::required(&capability.input_schema);
     words
         + required
@@ -133,6 +137,9 @@ mod tests {
     use serde_json::json;
 
     fn offer(name: &str, description: &str, preparation: bool) -> CapabilityOffer {
+        // What the guest would judge of `^[A-Z]-[0-9]+$` on these messages.
+        let patterns =
+            crate::agent::patterns::PatternMatches::default().with("order", &["A-12", "A-1"]);
         CapabilityOffer {
             name: name.into(),
             description: description.into(),
@@ -141,6 +148,7 @@ mod tests {
             input_schema: json!({"type": "object", "properties": {
                 "order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z]-[0-9]+$"}}}),
             preparation,
+            patterns,
         }
     }
 

@@ -28,6 +28,10 @@ pub struct CapabilityOffer {
     /// `result_handling: host_interaction`: a preparation capability, to be
     /// proposed only after the user expresses an operation intent (rule 8).
     pub preparation: bool,
+    /// This turn's words (message and history) that the policy guest judged
+    /// to match a patterned input property: how a planner fills such a
+    /// property without running the tenant's pattern. Never sent to a model.
+    pub patterns: crate::agent::patterns::PatternMatches,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

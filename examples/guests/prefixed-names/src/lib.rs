@@ -9,7 +9,7 @@ use std::cell::RefCell;
 
 use warden_policy_rules::cache::SchemaCache;
 use warden_policy_rules::schema::{self, Dialect};
-use warden_policy_rules::{Violation as RuleViolation, definition, interaction};
+use warden_policy_rules::{Violation as RuleViolation, candidates, definition, interaction};
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -144,6 +144,16 @@ impl Guest for Policy {
 
     fn validate_integration(schema: SchemaRef, value: String) -> Result<(), Vec<Violation>> {
         with_schema(Dialect::Integration, &schema, |s| s.validate_text(&value))
+    }
+
+    fn match_pattern(
+        input_schema: SchemaRef,
+        property: String,
+        candidates: Vec<String>,
+    ) -> Result<Vec<u32>, Vec<Violation>> {
+        with_schema(Dialect::Input, &input_schema, |s| {
+            candidates::match_pattern(s, &property, &candidates)
+        })
     }
 }
 

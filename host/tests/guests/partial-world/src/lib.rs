@@ -1,7 +1,7 @@
-//! The right interface name, at a later patch version (0.1.7, which the host
+//! The right interface name, at a later patch version (0.2.7, which the host
 //! accepts as compatible), but with only one of its functions.
 wit_bindgen::generate!({
-    inline: "package warden:policy@0.1.7;
+    inline: "package warden:policy@0.2.7;
              interface validator {
                  record violation { pointer: string, rule: string, message: string }
                  record definition-options { allow-loopback-http: bool }

@@ -1,0 +1,134 @@
+//! Which of the user's words match each patterned input property, as the
+//! policy guest judges them (contract 2.6 `pattern`, ECMAScript semantics).
+//!
+//! A tenant's `pattern` is untrusted input: on a backtracking engine it can
+//! take exponential time. So the server never runs one. It gathers the
+//! candidate tokens natively (tokenising only, `arguments`), and asks the
+//! guest once per capability and patterned property per turn which of them
+//! match (`match-pattern`); the guest runs under the sandbox's deadline on
+//! the blocking pool. A guest fault or refusal counts as "none match": the
+//! agent then asks for the value instead of guessing, and the turn goes on.
+
+use std::collections::{HashMap, HashSet};
+
+use super::arguments;
+use crate::executor::{CapabilityAtRevision, Executor};
+use crate::store::accounts::AccountId;
+
+/// Candidate tokens judged per property per turn, at most (the host's own
+/// bound is larger); the message's come first, then the most recent history.
+pub const MAX_CANDIDATES: usize = 256;
+/// Their total size, at most.
+pub const MAX_CANDIDATE_BYTES: usize = 64 * 1024;
+
+/// The tokens the guest found matching, by property name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PatternMatches {
+    matched: HashMap<String, HashSet<String>>,
+}
+
+impl PatternMatches {
+    /// Whether the guest judged `token` to match `property`'s pattern.
+    pub fn matches(&self, property: &str, token: &str) -> bool {
+        self.matched
+            .get(property)
+            .is_some_and(|tokens| tokens.contains(token))
+    }
+
+    /// For tests: `property`'s pattern matched exactly `tokens`.
+    pub fn with(mut self, property: &str, tokens: &[&str]) -> Self {
+        self.matched.insert(
+            property.to_owned(),
+            tokens.iter().map(|t| (*t).to_owned()).collect(),
+        );
+        self
+    }
+}
+
+/// Asks the guest about every patterned property of `capability`, with the
+/// candidate tokens of `texts` (most relevant first).
+pub async fn judge(
+    executor: &Executor,
+    account: &AccountId,
+    capability: &CapabilityAtRevision,
+    texts: &[&str],
+) -> PatternMatches {
+    let mut out = PatternMatches::default();
+    for property in arguments::properties(&capability.definition.input_schema) {
+        if !property.is_patterned() {
+            continue;
+        }
+        let candidates = gather(&property, texts);
+        if candidates.is_empty() {
+            continue;
+        }
+        let verdict = executor
+            .match_pattern(account, capability, property.name, candidates.clone())
+            .await;
+        match verdict {
+            Ok(Ok(indexes)) => {
+                let tokens = indexes
+                    .into_iter()
+                    .filter_map(|i| candidates.get(i).cloned())
+                    .collect();
+                out.matched.insert(property.name.to_owned(), tokens);
+            }
+            Ok(Err(violations)) => tracing::warn!(
+                capability = %capability.id,
+                property = %property.name,
+                rule = violations.first().map_or("", |v| v.rule.as_str()),
+                "pattern not judged: the guest refused the schema; no candidate taken"
+            ),
+            Err(err) => tracing::warn!(
+                capability = %capability.id,
+                property = %property.name,
+                code = err.code(),
+                error = %err,
+                "pattern not judged: sandbox fault; no candidate taken"
+            ),
+        }
+    }
+    out
+}
+
+/// Distinct candidate tokens of `texts` for `property`, within the bounds.
+fn gather(property: &arguments::Property<'_>, texts: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut bytes = 0;
+    for text in texts {
+        for token in property.pattern_tokens(text) {
+            if out.len() == MAX_CANDIDATES || bytes + token.len() > MAX_CANDIDATE_BYTES {
+                return out;
+            }
+            if seen.insert(token.clone()) {
+                bytes += token.len();
+                out.push(token);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn gathering_is_distinct_ordered_and_bounded() {
+        let schema = json!({"type": "object", "properties": {
+            "order": {"type": "string", "maxLength": 8, "pattern": "^[A-Z]-[0-9]+$"}}});
+        let properties = arguments::properties(&schema);
+        let order = &properties[0];
+        assert_eq!(
+            gather(order, &["pedido A-1 y A-1, B-2", "el A-3 (viejo)"]),
+            ["pedido", "A-1", "B-2", "A-3", "viejo"],
+            "stopwords and too-long tokens are left out; the message comes first"
+        );
+        let many: String = (0..1000).map(|i| format!("X{i} ")).collect();
+        assert_eq!(gather(order, &[&many]).len(), MAX_CANDIDATES);
+        let long = "abcdefgh ".repeat(10_000);
+        assert!(gather(order, &[&long]).len() <= 1, "distinct only");
+    }
+}
