@@ -2,9 +2,11 @@
 # targets themselves (scripts/ensure-*.sh); nothing is installed by hand.
 
 CARGO ?= cargo
+# Seconds per fuzz target of `make fuzz`.
+FUZZ_SECONDS ?= 300
 WARDEN_ARGS ?=
 
-.PHONY: help run test guest bench lint walkthrough toolchain postgres
+.PHONY: help run test guest bench lint walkthrough fuzz toolchain postgres
 
 help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
@@ -13,6 +15,7 @@ help:
 	@echo "make bench   sandbox figures and ratios against native; executor overhead per call"
 	@echo "make lint    rustfmt check and clippy with warnings denied"
 	@echo "make walkthrough  a three-turn conversation against the example host endpoint"
+	@echo "make fuzz    every fuzz target for FUZZ_SECONDS (300) each (nightly, cargo-fuzz; fuzz/README.md)"
 
 toolchain:
 	@scripts/ensure-toolchain.sh
@@ -37,6 +40,9 @@ bench: toolchain
 
 walkthrough: toolchain
 	examples/walkthrough.sh
+
+fuzz:
+	scripts/fuzz-run.sh $(FUZZ_SECONDS)
 
 lint: toolchain
 	$(CARGO) fmt --all -- --check

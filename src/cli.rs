@@ -185,8 +185,10 @@ pub struct SandboxArgs {
     pub policy_guest: Option<PathBuf>,
 
     /// Directory where compiled guests are cached so restarts skip the
-    /// compilation (seconds). It holds native code the server will run: it
-    /// must be writable by the service account only. Unset: compile at start.
+    /// compilation (seconds). It holds native code the server will run: a
+    /// directory not owned by the service account, or writable by group or
+    /// others, is ignored with a warning; entries are verified before use.
+    /// Created 0700 if missing. Unset: compile at start.
     #[arg(long, env = "WARDEN_GUEST_CACHE_DIR")]
     pub guest_cache_dir: Option<PathBuf>,
 

@@ -35,6 +35,9 @@ impl PolicySandbox {
             guest = %info.name, sha256 = %info.sha256, load_ms = info.load_ms, from_cache = info.from_cache,
             "policy guest loaded"
         );
+        for warning in &info.cache_warnings {
+            tracing::warn!("{warning}");
+        }
         if args.dev_allow_loopback {
             tracing::warn!(
                 "WARDEN_DEV_ALLOW_LOOPBACK is on: capability URLs may point at loopback over plain http. \

@@ -40,9 +40,11 @@ pub struct SandboxConfig {
     /// Most candidate strings in one `match-pattern` call (their total size
     /// is bounded by `max_schema_bytes`).
     pub max_candidates: usize,
-    /// Where compiled guests are cached (`<sha256>.cwasm`); `None` compiles
-    /// at every start. The directory must be writable by the service only:
-    /// a cached file is native code the process will run.
+    /// Where compiled guests are cached; `None` compiles at every start. A
+    /// cached file is native code the process will run: a directory not
+    /// owned by the service's user, or writable by group or others, is not
+    /// used at all, and every entry is verified before it is loaded (see
+    /// `cache.rs` and `docs/sandbox.md`). Created with mode 0700 if missing.
     pub cache_dir: Option<PathBuf>,
 }
 

@@ -1,7 +1,6 @@
 //! Loading a guest: reading, compiling (or reusing a cached compilation),
 //! checking it against the world, linking it with nothing.
 
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -12,6 +11,7 @@ use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, Linker};
 
 use crate::bindings::GuestPre;
+use crate::cache::{CacheEntry, CacheWarning, Lookup, hex};
 use crate::config::SandboxConfig;
 use crate::error::LoadError;
 use crate::pool::StoreState;
@@ -90,8 +90,10 @@ pub struct GuestInfo {
     pub imports: Vec<String>,
     /// Time to compile or to load the cached compilation.
     pub load_ms: f64,
-    /// Whether the compiled form came from `cache_dir`.
+    /// Whether the compiled form came from `cache_dir` (a verified entry).
     pub from_cache: bool,
+    /// Why the cache was not used as configured (the server logs these).
+    pub cache_warnings: Vec<CacheWarning>,
 }
 
 pub(crate) struct Loaded {
@@ -106,9 +108,12 @@ pub(crate) fn load(
 ) -> Result<Loaded, LoadError> {
     let name = source.name();
     let bytes = source.bytes()?;
-    let sha256 = hex(&Sha256::digest(&bytes));
+    let digest: [u8; 32] = Sha256::digest(&bytes).into();
+    let sha256 = hex(&digest);
     let started = Instant::now();
-    let (component, from_cache) = compile(engine, &name, &bytes, &sha256, config)?;
+    let mut cache_warnings = Vec::new();
+    let (component, from_cache) =
+        compile(engine, &name, &bytes, digest, config, &mut cache_warnings)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
 
     let missing = missing_exports(engine, &component);
@@ -152,6 +157,7 @@ pub(crate) fn load(
             imports,
             load_ms,
             from_cache,
+            cache_warnings,
         },
     })
 }
@@ -196,40 +202,34 @@ fn compile(
     engine: &Engine,
     name: &str,
     bytes: &[u8],
-    sha256: &str,
+    sha256: [u8; 32],
     config: &SandboxConfig,
+    warnings: &mut Vec<CacheWarning>,
 ) -> Result<(Component, bool), LoadError> {
-    let not_component = |e: wasmtime::Error| LoadError::NotAComponent {
-        name: name.to_string(),
-        reason: format!("{e:#}"),
+    let compile = || {
+        Component::new(engine, bytes).map_err(|e| LoadError::NotAComponent {
+            name: name.to_string(),
+            reason: format!("{e:#}"),
+        })
     };
     let Some(dir) = &config.cache_dir else {
-        return Ok((Component::new(engine, bytes).map_err(not_component)?, false));
+        return Ok((compile()?, false));
     };
-    // The file name binds the guest's bytes to this exact engine build and
-    // configuration, so a stale or foreign compilation is never picked up.
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    engine.precompile_compatibility_hash().hash(&mut h);
-    let path = dir.join(format!("{}-{:016x}.cwasm", &sha256[..32], h.finish()));
-    if path.exists() {
-        // SAFETY: the cache directory is owned by the service (documented
-        // requirement of `cache_dir`); the file was written by `serialize`
-        // below for this engine configuration, as its name attests.
-        if let Ok(c) = unsafe { Component::deserialize_file(engine, &path) } {
-            return Ok((c, true));
+    let entry = match CacheEntry::open(dir, engine, sha256) {
+        Ok(entry) => entry,
+        Err(refused) => {
+            warnings.push(refused);
+            return Ok((compile()?, false));
         }
+    };
+    match entry.load(engine) {
+        Lookup::Hit(component) => return Ok((component, true)),
+        Lookup::Absent => {}
+        Lookup::Refused(why) => warnings.push(why),
     }
-    let component = Component::new(engine, bytes).map_err(not_component)?;
-    if let Ok(serialized) = component.serialize() {
-        let _ = std::fs::create_dir_all(dir);
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        if std::fs::write(&tmp, serialized).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
-        }
+    let component = compile()?;
+    if let Err(failed) = entry.store(&component) {
+        warnings.push(failed);
     }
     Ok((component, false))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -23,6 +23,7 @@
 //! Security properties and the tests that prove them: `docs/sandbox.md`.
 
 mod bindings;
+mod cache;
 mod check;
 mod config;
 mod error;
@@ -31,6 +32,7 @@ mod pool;
 mod sandbox;
 mod types;
 
+pub use cache::CacheWarning;
 pub use check::{GuestCheckReport, SelfTestCase, check_guest, check_guest_with};
 pub use config::SandboxConfig;
 pub use error::{LoadError, SandboxError};

@@ -239,9 +239,8 @@ fn a_precompiled_cache_makes_the_next_start_fast() {
             .unwrap(),
         Ok(())
     );
-    // A corrupt cache file is replaced, not trusted. (Drop the sandboxes
-    // first: their code is mapped from that file, which the cache itself
-    // only ever replaces by rename, never rewrites in place.)
+    // A corrupt cache file is replaced, not trusted (guest_cache.rs has
+    // the rest of the cache's checks).
     drop((first, second));
     let file = dir.join(&files[0]);
     std::fs::write(&file, b"garbage").unwrap();

@@ -13,7 +13,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::ApiError;
 use crate::agent::TurnError;
-use crate::channel::inbound::InboundMessage;
+use crate::channel::inbound::Inbound;
 
 pub const CLIENT_EVENT_HEADER: &str = "client-event-id";
 pub const MAX_CLIENT_EVENT_CHARS: usize = 200;
@@ -22,7 +22,7 @@ pub async fn send_message(
     State(app): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
-    inbound: InboundMessage,
+    Inbound(inbound): Inbound,
 ) -> Result<Json<Value>, ApiError> {
     let event_id = client_event_id(&headers)?;
     if let Some(id) = &event_id

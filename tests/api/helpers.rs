@@ -196,6 +196,9 @@ impl Drop for TestDb {
 pub fn guest_cache_dir() -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest-cache");
     std::fs::create_dir_all(&dir).unwrap();
+    // The sandbox refuses a cache directory others can write (whatever the umask).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     dir
 }
 
