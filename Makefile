@@ -10,7 +10,7 @@ WARDEN_ARGS ?=
 
 help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
-	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed)"
+	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed), and a short fuzz run"
 	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
 	@echo "make bench   sandbox figures and ratios against native; executor overhead per call"
 	@echo "make lint    rustfmt check and clippy with warnings denied"
@@ -29,6 +29,7 @@ run: toolchain
 test: toolchain postgres
 	$(CARGO) test --workspace --no-fail-fast
 	cd guest-policy && $(CARGO) test --locked -p warden-policy-rules
+	scripts/fuzz-smoke.sh
 
 # cd, not --manifest-path: guest-policy/.cargo/config.toml (wasm SIMD) is read from the current directory.
 guest: toolchain

@@ -35,6 +35,16 @@ pub struct ConnectionLimits {
     pub shutdown_grace: Duration,
 }
 
+impl From<&crate::cli::ClientLimits> for ConnectionLimits {
+    fn from(limits: &crate::cli::ClientLimits) -> Self {
+        ConnectionLimits {
+            max_connections: limits.max_connections.max(1),
+            header_read_timeout: Duration::from_millis(limits.header_read_timeout_ms),
+            shutdown_grace: Duration::from_millis(limits.shutdown_grace_ms),
+        }
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves, then drains.
 pub async fn serve(
     listener: TcpListener,

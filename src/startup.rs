@@ -66,20 +66,10 @@ impl Application {
         let listener = TcpListener::bind(serve.listen)
             .await
             .with_context(|| format!("cannot listen on {}", serve.listen))?;
-        let limits = &serve.limits;
-        let deadlines = RequestDeadlines {
-            body_read: Duration::from_millis(limits.body_read_timeout_ms),
-            whole_request: Duration::from_millis(limits.request_timeout_ms),
-        };
-        let connection_limits = ConnectionLimits {
-            max_connections: limits.max_connections.max(1),
-            header_read_timeout: Duration::from_millis(limits.header_read_timeout_ms),
-            shutdown_grace: Duration::from_millis(limits.shutdown_grace_ms),
-        };
         Ok(Application {
             listener,
-            router: api::router(state.clone(), deadlines),
-            connection_limits,
+            router: api::router(state.clone(), RequestDeadlines::from(&serve.limits)),
+            connection_limits: ConnectionLimits::from(&serve.limits),
             store,
             context: state,
         })

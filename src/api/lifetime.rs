@@ -39,6 +39,15 @@ pub struct RequestDeadlines {
     pub whole_request: Duration,
 }
 
+impl From<&crate::cli::ClientLimits> for RequestDeadlines {
+    fn from(limits: &crate::cli::ClientLimits) -> Self {
+        RequestDeadlines {
+            body_read: Duration::from_millis(limits.body_read_timeout_ms),
+            whole_request: Duration::from_millis(limits.request_timeout_ms),
+        }
+    }
+}
+
 /// Middleware: runs the rest of the stack in its own task (see module doc).
 pub async fn run_to_completion(request: Request, next: Next) -> Response {
     let work = tokio::spawn(next.run(request).instrument(tracing::Span::current()));

@@ -280,7 +280,13 @@ async fn serve_resolving(app: &TestApp, lookup: Arc<ScriptedLookup>) -> String {
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, warden::api::router(state)).await });
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            warden::api::router(state, (&warden::cli::ClientLimits::DEFAULT).into()),
+        )
+        .await
+    });
     base
 }
 
