@@ -122,6 +122,23 @@ struct Tracked<T> {
     in_flight: Option<T>,
 }
 
+impl<T: PartialEq + std::fmt::Debug> Tracked<T> {
+    /// Checks what the database holds after a restart: the acknowledged
+    /// value, or the one in flight when the kill came (it may have landed).
+    /// Returns whether that unacknowledged write landed.
+    fn reconcile(&mut self, what: &str, observed: Option<T>) -> bool {
+        assert!(
+            observed == self.acked || (observed.is_some() && observed == self.in_flight),
+            "{what}: stored {observed:?}, acknowledged {:?}, in flight {:?}",
+            self.acked,
+            self.in_flight
+        );
+        let landed = self.in_flight.take().is_some() && observed != self.acked;
+        self.acked = observed;
+        landed
+    }
+}
+
 impl<T> Default for Tracked<T> {
     fn default() -> Self {
         Tracked {
@@ -1010,15 +1027,7 @@ impl Harness {
             };
             let mut ledger = self.ledger.lock().unwrap();
             let tracked = ledger.credentials.get_mut(&w).unwrap();
-            assert!(
-                observed == tracked.acked || (observed.is_some() && observed == tracked.in_flight),
-                "{reference}: stored {observed:?}, acknowledged {:?}, in flight {:?}",
-                tracked.acked,
-                tracked.in_flight
-            );
-            let landed = tracked.in_flight.take().is_some() && observed != tracked.acked;
-            tracked.acked = observed;
-            if landed {
+            if tracked.reconcile(&reference, observed) {
                 ledger.unacknowledged += 1;
             }
         }
@@ -1039,16 +1048,7 @@ impl Harness {
             )
         });
         let mut ledger = self.ledger.lock().unwrap();
-        let policy = &mut ledger.policy;
-        assert!(
-            observed == policy.acked || (observed.is_some() && observed == policy.in_flight),
-            "policy: stored {observed:?}, acknowledged {:?}, in flight {:?}",
-            policy.acked,
-            policy.in_flight
-        );
-        let landed = policy.in_flight.take().is_some() && observed != policy.acked;
-        policy.acked = observed;
-        if landed {
+        if ledger.policy.reconcile("policy", observed) {
             ledger.unacknowledged += 1;
         }
     }
