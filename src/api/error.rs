@@ -122,19 +122,10 @@ impl ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
-        match &err {
-            StoreError::Database(
-                sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::Io(_)
-                | sqlx::Error::Tls(_),
-            ) => ApiError::Unavailable(err),
-            StoreError::Database(sqlx::Error::Database(db))
-                if is_unavailable_code(db.code().as_deref()) =>
-            {
-                ApiError::Unavailable(err)
-            }
-            _ => ApiError::Internal(err.into()),
+        if err.is_unavailable() {
+            ApiError::Unavailable(err)
+        } else {
+            ApiError::Internal(err.into())
         }
     }
 }
@@ -148,14 +139,6 @@ impl From<crate::sandbox::SandboxError> for ApiError {
             fault => ApiError::Sandbox(anyhow::anyhow!("{} ({})", fault, fault.code())),
         }
     }
-}
-
-/// SQLite busy/locked and PostgreSQL shutdown / connection classes.
-fn is_unavailable_code(code: Option<&str>) -> bool {
-    matches!(
-        code,
-        Some("5" | "6" | "517" | "57P01" | "57P02" | "57P03" | "3D000")
-    ) || code.is_some_and(|c| c.starts_with("08"))
 }
 
 impl IntoResponse for ApiError {

@@ -26,8 +26,6 @@ pub async fn health(State(app): State<AppState>) -> Result<Json<Health>, ApiErro
             service: SERVICE_NAME,
         })),
         Ok(Err(err)) => Err(ApiError::Unavailable(err)),
-        Err(_) => Err(ApiError::Unavailable(StoreError::Database(
-            sqlx::Error::PoolTimedOut,
-        ))),
+        Err(_) => Err(ApiError::Unavailable(StoreError::Timeout)),
     }
 }

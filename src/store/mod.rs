@@ -67,6 +67,9 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// The database did not answer within the caller's deadline.
+    #[error("the database did not answer in time")]
+    Timeout,
 }
 
 impl StoreError {
@@ -77,6 +80,35 @@ impl StoreError {
             _ => StoreError::Database(err),
         }
     }
+}
+
+impl StoreError {
+    /// Whether the database is unreachable, busy or shutting down (worth a
+    /// retry later: 503), as opposed to a bug or corrupt data (500). The
+    /// only place that looks inside the driver's errors.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Timeout => true,
+            StoreError::Database(
+                sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_),
+            ) => true,
+            StoreError::Database(sqlx::Error::Database(db)) => {
+                is_unavailable_code(db.code().as_deref())
+            }
+            _ => false,
+        }
+    }
+}
+
+/// SQLite busy/locked and PostgreSQL shutdown / connection classes.
+fn is_unavailable_code(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some("5" | "6" | "517" | "57P01" | "57P02" | "57P03" | "3D000")
+    ) || code.is_some_and(|c| c.starts_with("08"))
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
