@@ -37,3 +37,4 @@ mod slow_clients;
 mod ssrf;
 mod storage;
 mod tenant_patterns;
+mod tidy;
