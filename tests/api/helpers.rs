@@ -66,9 +66,14 @@ impl TestDb {
             Backend::Postgres => {
                 let name = format!("warden_test_{}", uuid::Uuid::new_v4().simple());
                 let admin = postgres_admin_url();
-                let mut conn = PgConnection::connect(&admin).await.expect(
-                    "PostgreSQL must be running on 127.0.0.1:5432 (WARDEN_TEST_POSTGRES_URL)",
-                );
+                let mut conn = PgConnection::connect(&admin).await.unwrap_or_else(|err| {
+                    panic!(
+                        "this test also runs on PostgreSQL, which did not answer at {admin} ({err}).\n\
+                         Start it with `make postgres` (scripts/ensure-postgres.sh), point \
+                         WARDEN_TEST_POSTGRES_URL at another server, or run the SQLite half \
+                         alone with `cargo test --test api -- ::sqlite`."
+                    )
+                });
                 conn.execute(format!("CREATE DATABASE \"{name}\"").as_str())
                     .await
                     .unwrap();
