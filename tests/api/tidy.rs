@@ -88,6 +88,21 @@ fn outbound_http_stays_in_the_executor_and_the_planner() {
 }
 
 #[test]
+fn the_server_links_only_the_address_table_of_the_rule_library() {
+    // The rule library is linked natively for its address table alone (one
+    // table for the guest and the executor); every other rule is the guest's.
+    let hits: Vec<String> = offenders("warden_policy_rules", &[])
+        .into_iter()
+        .filter(|line| !line.contains("warden_policy_rules::address"))
+        .collect();
+    assert!(
+        hits.is_empty(),
+        "rules judged natively instead of in the guest:\n{}",
+        hits.join("\n")
+    );
+}
+
+#[test]
 fn no_regex_engine_runs_tenant_patterns_in_the_server() {
     let hits = offenders("regress", &[]);
     assert!(
