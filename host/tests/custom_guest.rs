@@ -7,19 +7,6 @@ mod common;
 use serde_json::json;
 use warden_host::{DefinitionOptions, GuestSource, Sandbox, SchemaRef, check_guest};
 
-fn definition(name: &str) -> String {
-    json!({
-        "name": name, "description": "Looks up an order", "method": "POST",
-        "url": "https://api.shop.example/v1/orders/status",
-        "auth": {"type": "bearer", "credential_ref": "cred_orders"},
-        "input_schema": {"type": "object", "additionalProperties": false,
-            "properties": {"order": {"type": "string", "maxLength": 20}}},
-        "output_schema": {"type": "object", "additionalProperties": false},
-        "side_effect": "read"
-    })
-    .to_string()
-}
-
 fn example() -> std::path::PathBuf {
     common::build_guest("../examples/guests/prefixed-names", "prefixed_names_guest")
 }
@@ -33,12 +20,12 @@ fn the_custom_guest_adds_its_house_rule() {
     // The default guest accepts an unprefixed name; the custom one does not.
     assert_eq!(
         default
-            .check_definition("acct", &definition("order_status"), opts)
+            .check_definition("acct", &common::order_definition("order_status"), opts)
             .unwrap(),
         Ok(())
     );
     let v = custom
-        .check_definition("acct", &definition("order_status"), opts)
+        .check_definition("acct", &common::order_definition("order_status"), opts)
         .unwrap()
         .unwrap_err();
     assert_eq!(
@@ -47,13 +34,14 @@ fn the_custom_guest_adds_its_house_rule() {
     );
     assert_eq!(
         custom
-            .check_definition("acct", &definition("acme_order_status"), opts)
+            .check_definition("acct", &common::order_definition("acme_order_status"), opts)
             .unwrap(),
         Ok(())
     );
 
     // Everything else is the default rules.
-    let mut bad = serde_json::from_str::<serde_json::Value>(&definition("acme_x")).unwrap();
+    let mut bad =
+        serde_json::from_str::<serde_json::Value>(&common::order_definition("acme_x")).unwrap();
     bad["side_effect"] = json!("write");
     let v = custom
         .check_definition("acct", &bad.to_string(), opts)

@@ -7,7 +7,6 @@ mod common;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
 use warden_host::{
     CacheWarning, DefinitionOptions, GuestSource, Sandbox, SandboxConfig, SchemaRef,
 };
@@ -104,19 +103,6 @@ fn a_tampered_entry_is_not_loaded_and_is_replaced() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn house_rule_definition(name: &str) -> String {
-    json!({
-        "name": name, "description": "Looks up an order", "method": "POST",
-        "url": "https://api.shop.example/v1/orders/status",
-        "auth": {"type": "bearer", "credential_ref": "cred_orders"},
-        "input_schema": {"type": "object", "additionalProperties": false,
-            "properties": {"order": {"type": "string", "maxLength": 20}}},
-        "output_schema": {"type": "object", "additionalProperties": false},
-        "side_effect": "read"
-    })
-    .to_string()
-}
-
 #[test]
 fn an_entry_of_another_guest_is_not_used() {
     let dir = dir("foreign", 0o700);
@@ -145,7 +131,7 @@ fn an_entry_of_another_guest_is_not_used() {
     let v = loaded
         .check_definition(
             "acct",
-            &house_rule_definition("order_status"),
+            &common::order_definition("order_status"),
             DefinitionOptions::default(),
         )
         .unwrap()
