@@ -53,12 +53,16 @@ use crate::validate::{Path, check_string_into, check_tree, prune_tree, type_name
 use crate::violation::{Violation, Violations};
 
 mod float;
+mod output;
 mod scan;
+mod seen;
 #[cfg(test)]
 mod tests;
 
 use float::{POW10, fast_float};
+use output::{NO_RUN, Out};
 use scan::{hex4, ident_end, plain_scalar, skip, skip_plain, string_end};
+use seen::{Seen, SeenSet};
 
 /// serde_json refuses its 128th nested array or object.
 const NESTING_LIMIT: usize = 128;
@@ -95,158 +99,6 @@ pub(crate) fn run(schema: &Schema, text: &str, prune: bool) -> Result<String, Ve
     }
     let out = p.out.take().map(|o| o.finish(text)).unwrap_or_default();
     p.errs.finish(out)
-}
-
-/// The pruned output: a string, plus a pending run `text[start..end]` of
-/// input copied verbatim, extended while the spans written are contiguous.
-struct Out {
-    s: String,
-    start: usize,
-    end: usize,
-}
-
-const NO_RUN: usize = usize::MAX;
-
-impl Out {
-    fn with_capacity(n: usize) -> Self {
-        Out {
-            s: String::with_capacity(n),
-            start: NO_RUN,
-            end: NO_RUN,
-        }
-    }
-
-    /// Writes `text[a..b]` (a whole token, so on character boundaries).
-    #[inline]
-    fn span(&mut self, text: &str, a: usize, b: usize) {
-        if a == self.end {
-            self.end = b;
-        } else {
-            self.flush(text);
-            self.start = a;
-            self.end = b;
-        }
-    }
-
-    fn flush(&mut self, text: &str) {
-        if self.end != NO_RUN {
-            self.s.push_str(&text[self.start..self.end]);
-            self.start = NO_RUN;
-            self.end = NO_RUN;
-        }
-    }
-
-    /// Writes text that is not a span of the input.
-    fn literal(&mut self, text: &str, s: &str) {
-        self.flush(text);
-        self.s.push_str(s);
-    }
-
-    fn finish(mut self, text: &str) -> String {
-        self.flush(text);
-        self.s
-    }
-}
-
-/// Which of an object's declared properties were seen (by index in
-/// `properties`): a plain word for objects of at most 64 properties (the
-/// member loop is compiled for both, so the common case keeps no heap
-/// state), [`Seen`] beyond.
-trait SeenSet {
-    fn for_properties(n: usize) -> Self;
-    /// Marks `i`; true if it was already marked.
-    fn set(&mut self, i: usize) -> bool;
-    fn get(&self, i: usize) -> bool;
-    /// The marks of the first 64 properties.
-    fn low(&self) -> u64;
-}
-
-impl SeenSet for u64 {
-    #[inline(always)]
-    fn for_properties(n: usize) -> Self {
-        debug_assert!(n <= 64);
-        0
-    }
-
-    #[inline(always)]
-    fn set(&mut self, i: usize) -> bool {
-        let bit = 1u64 << i;
-        let was = *self & bit != 0;
-        *self |= bit;
-        was
-    }
-
-    #[inline(always)]
-    fn get(&self, i: usize) -> bool {
-        *self & (1u64 << i) != 0
-    }
-
-    #[inline(always)]
-    fn low(&self) -> u64 {
-        *self
-    }
-}
-
-impl SeenSet for Seen {
-    fn for_properties(n: usize) -> Self {
-        Seen::new(n)
-    }
-
-    fn set(&mut self, i: usize) -> bool {
-        Seen::set(self, i)
-    }
-
-    fn get(&self, i: usize) -> bool {
-        Seen::get(self, i)
-    }
-
-    fn low(&self) -> u64 {
-        self.low
-    }
-}
-
-/// Which of an object's declared properties were seen: the first 64 in a
-/// word, any others (at most `limits::MAX_PROPERTIES` = 256 by
-/// construction) on the heap.
-struct Seen {
-    low: u64,
-    more: Vec<u64>,
-}
-
-impl Seen {
-    #[inline]
-    fn new(n: usize) -> Self {
-        Seen {
-            low: 0,
-            more: if n > 64 {
-                vec![0; (n - 64).div_ceil(64)]
-            } else {
-                Vec::new()
-            },
-        }
-    }
-
-    /// Marks `i`; true if it was already marked.
-    #[inline]
-    fn set(&mut self, i: usize) -> bool {
-        let (word, bit) = if i < 64 {
-            (&mut self.low, 1u64 << i)
-        } else {
-            (&mut self.more[(i - 64) / 64], 1u64 << (i % 64))
-        };
-        let was = *word & bit != 0;
-        *word |= bit;
-        was
-    }
-
-    #[inline]
-    fn get(&self, i: usize) -> bool {
-        if i < 64 {
-            self.low & (1u64 << i) != 0
-        } else {
-            self.more[(i - 64) / 64] & (1u64 << (i % 64)) != 0
-        }
-    }
 }
 
 /// A number as serde_json reads it.
