@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::fast_float;
+use super::float::fast_float;
 use crate::bench_cases::{closed, string};
 use crate::schema::{Dialect, Schema, compile};
 use crate::stream_reference;
