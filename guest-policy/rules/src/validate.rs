@@ -1,4 +1,9 @@
 //! Validating and pruning JSON values with a compiled [`Schema`].
+//!
+//! This is the tree walker, on parsed values. The text entry points
+//! ([`Schema::validate_text`], [`Schema::prune_text`]) are the streaming
+//! pass's, in `stream/`, which calls this walker for the nodes it does not
+//! stream: the streaming pass depends on this module, never the reverse.
 
 use serde_json::{Map, Value};
 
@@ -40,11 +45,6 @@ impl Schema {
         out.finish(())
     }
 
-    /// Validates JSON text in one pass (see `stream.rs`).
-    pub fn validate_text(&self, text: &str) -> Result<(), Vec<Violation>> {
-        crate::stream::run(self, text, false).map(|_| ())
-    }
-
     /// Removes every property the schema does not declare (at any depth,
     /// inside array items too), then validates what remains (2.6 rule 9).
     pub fn prune(&self, mut value: Value) -> Result<Value, Vec<Violation>> {
@@ -52,15 +52,10 @@ impl Schema {
         self.validate(&value)?;
         Ok(value)
     }
-
-    /// Prunes and validates JSON text in one pass (see `stream.rs`);
-    /// returns compact JSON text.
-    pub fn prune_text(&self, text: &str) -> Result<String, Vec<Violation>> {
-        crate::stream::run(self, text, true)
-    }
 }
 
-/// Tree walker entry points for `stream.rs` (nodes it does not stream).
+/// Tree walker entry points for the streaming pass (`stream/`: nodes it does
+/// not stream).
 pub(crate) fn prune_tree(node: &Node, value: &mut Value) {
     prune(node, value)
 }

@@ -70,8 +70,21 @@ struct Stop;
 
 type R<T> = Result<T, Stop>;
 
+impl Schema {
+    /// Validates JSON text in one pass.
+    pub fn validate_text(&self, text: &str) -> Result<(), Vec<Violation>> {
+        run(self, text, false).map(|_| ())
+    }
+
+    /// Prunes and validates JSON text in one pass; returns compact JSON
+    /// text.
+    pub fn prune_text(&self, text: &str) -> Result<String, Vec<Violation>> {
+        run(self, text, true)
+    }
+}
+
 /// Validates (`prune == false`) or prunes-and-validates JSON text.
-pub(crate) fn run(schema: &Schema, text: &str, prune: bool) -> Result<String, Vec<Violation>> {
+fn run(schema: &Schema, text: &str, prune: bool) -> Result<String, Vec<Violation>> {
     if text.len() > crate::MAX_JSON_BYTES {
         return crate::parse_json(text).map(|_| String::new());
     }
