@@ -234,8 +234,9 @@ pub(super) fn skip(b: &[u8], mut i: usize) -> Result<(usize, usize), Bad> {
 /// it stands for a node that accepts it as `kind` says: a string without
 /// escapes within the byte bound, or a number whose text is already how
 /// serde_json writes it (an integer of at most 18 digits, not `-0`; a
-/// `-?D.F` of at most 15 digits as [`fast_float`] deems canonical).
-/// None: read it the general way (which also reports what is wrong).
+/// `-?D.F` of at most 15 digits as
+/// [`fast_float`](super::float::fast_float) deems canonical). None: read
+/// it the general way (which also reports what is wrong).
 #[inline(always)]
 pub(super) fn plain_scalar(b: &[u8], i: usize, kind: Scalar) -> Option<usize> {
     match b.get(i) {
