@@ -9,8 +9,15 @@
 //! Module map:
 //! - [`schema`]: the schema language of contract 2.6 (and the 2.13 subset):
 //!   checking a schema and compiling it into a [`schema::Schema`];
-//! - [`validate`]: validating and pruning JSON values with a compiled schema
-//!   (in one streaming pass over the text, `stream.rs`, for the hot path);
+//! - [`validate`]: validating and pruning parsed JSON values with a compiled
+//!   schema (the tree walker);
+//! - `stream/` (private): validating and pruning JSON text in one streaming
+//!   pass, the hot path ([`validate_text`](schema::Schema::validate_text),
+//!   [`prune_text`](schema::Schema::prune_text)); it falls back to the tree
+//!   walker of [`validate`] for the nodes it does not stream (`validate`
+//!   does not depend on it); its files by role are listed in `stream/mod.rs`;
+//!   `stream_reference.rs` (test builds only) is the previous pass, the
+//!   oracle of its differential tests;
 //! - [`definition`]: the capability-definition rules of 2.5;
 //! - [`url`], [`secrets`], [`regex_guard`], [`pattern`]: helpers of those rules;
 //! - [`address`]: the one table of refused address classes, shared with the

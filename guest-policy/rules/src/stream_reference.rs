@@ -1,6 +1,7 @@
 //! The previous streaming pass, driven by serde_json's deserializer, kept
 //! unchanged (test builds only) as the oracle of the differential tests of
-//! `stream.rs`: same verdicts, same violations, byte-identical output.
+//! the streaming pass (`stream/tests.rs`): same verdicts, same violations,
+//! byte-identical output.
 //!
 //! Undeclared members are skipped by serde_json's `IgnoredAny`; the pruned
 //! output is re-encoded by serde_json token by token. Nodes whose keywords

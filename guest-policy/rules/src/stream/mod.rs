@@ -42,7 +42,17 @@
 //! on a node without properties), and values no schema constrains, are
 //! parsed into a `Value` by serde_json and checked by the tree walker of
 //! `validate.rs`, so both paths give the same verdicts; the tests of
-//! `validate.rs` run through both.
+//! `validate.rs` run through both. That walker is all this module takes from
+//! `validate.rs`, which does not depend on it.
+//!
+//! By role: this file holds the entry points ([`Schema::validate_text`],
+//! [`Schema::prune_text`]), the pass's state and its plumbing; the pass reads
+//! tokens and skips values in `tokens.rs`, one value (the dispatch, the tree
+//! fallback, scalars, arrays) in `value.rs`, objects (member names, the
+//! member loop, the keywords decided by which members are present) in
+//! `object.rs`. Below them: the byte scanners (`scan.rs`), exact float
+//! reading (`float.rs`), the output buffer (`output.rs`), the sets of seen
+//! properties (`seen.rs`). The differential tests are in `tests.rs`.
 
 use std::borrow::Cow;
 
