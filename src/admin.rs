@@ -9,7 +9,7 @@ use crate::cli::{
     MasterKeyCommand, SigningKeyCommand,
 };
 use crate::crypto::{api_key, master_key};
-use crate::store::{DatabaseKind, Store, StoreError};
+use crate::store::{Constraint, DatabaseKind, Store, StoreError};
 use crate::vault;
 
 pub const MAX_ACCOUNT_NAME_CHARS: usize = 64;
@@ -46,7 +46,9 @@ pub async fn execute(
                     tracing::info!(account = %name, "account created");
                     Ok(json!({"account": name}))
                 }
-                Err(StoreError::AlreadyExists) => bail!("account {name:?} already exists"),
+                Err(StoreError::Conflict(Constraint::AccountName)) => {
+                    bail!("account {name:?} already exists")
+                }
                 Err(err) => Err(err.into()),
             }
         }

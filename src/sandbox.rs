@@ -12,7 +12,7 @@ use warden_host::{DefinitionOptions, GuestSource, Sandbox, SandboxConfig, Schema
 pub use warden_host::{InteractionKind, SandboxError, ShapedInteraction, Violation};
 
 use crate::cli::SandboxArgs;
-use crate::store::accounts::AccountId;
+use crate::domain::account::AccountId;
 
 #[derive(Clone)]
 pub struct PolicySandbox {
@@ -159,7 +159,7 @@ impl PolicySandbox {
 
 /// The sandbox scope of an account: opaque to the guest.
 fn scope(account: &AccountId) -> String {
-    format!("acct_{}", account.0)
+    format!("acct_{}", account.number())
 }
 
 fn violations_of(verdict: Result<(), Vec<Violation>>) -> Vec<Violation> {

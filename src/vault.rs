@@ -7,9 +7,9 @@ use zeroize::Zeroizing;
 
 use crate::crypto::master_key::Keyring;
 use crate::crypto::sealed::Sealed;
-use crate::domain::credential::{AuthType, CredentialRef, CredentialSpec};
-use crate::store::accounts::AccountId;
-use crate::store::credentials::{CredentialRow, ResealCounts, STATUS_CONFIGURED};
+use crate::domain::account::AccountId;
+use crate::domain::credential::{AuthType, CredentialRef, CredentialSpec, CredentialStatus};
+use crate::store::credentials::{CredentialRow, ResealCounts};
 use crate::store::{Store, StoreError};
 
 /// A configured credential, opened for one outbound call.
@@ -30,7 +30,7 @@ pub enum VaultError {
 fn associated_data(
     account: i64,
     credential_ref: &str,
-    auth_type: &str,
+    auth_type: AuthType,
     header_name: Option<&str>,
 ) -> Vec<u8> {
     format!(
@@ -47,14 +47,24 @@ pub async fn store_credential(
     credential_ref: &CredentialRef,
     spec: &CredentialSpec,
 ) -> Result<(), StoreError> {
-    let auth_type = spec.auth_type.as_str();
     let header = spec.header_name.as_deref();
     let sealed = keyring.seal(
         spec.secret.as_bytes(),
-        &associated_data(account.0, credential_ref.as_str(), auth_type, header),
+        &associated_data(
+            account.number(),
+            credential_ref.as_str(),
+            spec.auth_type,
+            header,
+        ),
     );
     store
-        .put_credential(account, credential_ref.as_str(), auth_type, header, &sealed)
+        .put_credential(
+            account,
+            credential_ref.as_str(),
+            spec.auth_type,
+            header,
+            &sealed,
+        )
         .await
 }
 
@@ -68,7 +78,7 @@ pub async fn open_credential(
     let Some(row) = store.get_credential(account, credential_ref).await? else {
         return Ok(None);
     };
-    if row.status != STATUS_CONFIGURED {
+    if row.status != CredentialStatus::Configured {
         return Ok(None);
     }
     let unreadable = |why: String| VaultError::Unreadable(credential_ref.to_owned(), why);
@@ -81,10 +91,8 @@ pub async fn open_credential(
     let secret = Zeroizing::new(
         String::from_utf8(plain.to_vec()).map_err(|_| unreadable("not UTF-8".into()))?,
     );
-    let auth_type =
-        AuthType::parse(&row.auth_type).ok_or_else(|| unreadable("unknown auth type".into()))?;
     Ok(Some(OpenCredential {
-        auth_type,
+        auth_type: row.auth_type,
         header_name: row.header_name,
         secret,
     }))
@@ -99,14 +107,14 @@ pub async fn is_configured(
     Ok(store
         .get_credential(account, credential_ref)
         .await?
-        .is_some_and(|row| row.status == STATUS_CONFIGURED))
+        .is_some_and(|row| row.status == CredentialStatus::Configured))
 }
 
 fn row_associated_data(row: &CredentialRow) -> Vec<u8> {
     associated_data(
         row.account_id,
         &row.credential_ref,
-        &row.auth_type,
+        row.auth_type,
         row.header_name.as_deref(),
     )
 }

@@ -38,13 +38,14 @@ use super::trace::Trace;
 use crate::channel::inbound::InboundMessage;
 use crate::clock::{now_millis, to_rfc3339};
 use crate::crypto::master_key::Keyring;
+use crate::domain::account::AccountId;
 use crate::domain::capability::{CapabilityDefinition, LifecycleStatus};
 use crate::domain::diagnostics::DiagnosticMode;
 use crate::executor::{Call, CallFailure, CallResult, CapabilityAtRevision, Executor};
 use crate::sandbox::{InteractionKind, ShapedInteraction};
-use crate::store::accounts::AccountId;
 use crate::store::conversations::{
-    NewInteraction, NewMessage, PendingChange, StoredReference, TurnRecord,
+    ConversationRow, MessageRole, NewInteraction, NewMessage, PendingChange, StoredReference,
+    TurnRecord,
 };
 use crate::store::gap_events::GapEvent;
 use crate::store::{Store, StoreError};
@@ -171,9 +172,9 @@ impl Engine {
         };
         let conversation_id = existing
             .as_ref()
-            .map_or_else(|| super::new_id("conv_"), |c| c.id.clone());
+            .map_or_else(|| super::new_id("conv_"), |c| c.id().to_owned());
         let context = self
-            .load_context(account, inbound, conversation_id, existing.is_some())
+            .load_context(account, inbound, conversation_id, existing.as_ref())
             .await?;
         trace.timing.preparation = started.elapsed();
 
@@ -257,14 +258,14 @@ impl Engine {
         account: &'a AccountId,
         inbound: &'a InboundMessage,
         conversation_id: String,
-        existing: bool,
+        existing: Option<&ConversationRow>,
     ) -> Result<Context<'a>, TurnError> {
         let language = Language::of(&inbound.body);
         let policy = self.store.get_policy(account).await?.map(|p| p.policy);
         let policy = effective_policy(policy.as_ref(), language);
         let mut capabilities = Vec::new();
         for row in self.store.list_capabilities(account).await? {
-            if LifecycleStatus::parse(&row.lifecycle_status) != Some(LifecycleStatus::Active) {
+            if row.lifecycle_status != LifecycleStatus::Active {
                 continue;
             }
             let definition: CapabilityDefinition = serde_json::from_str(&row.definition)
@@ -286,23 +287,22 @@ impl Engine {
                 },
             });
         }
-        let (history, references, pending) = if existing {
+        let (history, references, pending) = if let Some(conversation) = existing {
             let history = self
                 .store
-                .recent_messages(&conversation_id, HISTORY_MESSAGES)
+                .recent_messages(conversation, HISTORY_MESSAGES)
                 .await?
                 .into_iter()
                 .map(|m| HistoryEntry {
-                    role: if m.role == crate::store::conversations::ROLE_USER {
-                        Role::User
-                    } else {
-                        Role::Assistant
+                    role: match m.role {
+                        MessageRole::User => Role::User,
+                        MessageRole::Assistant => Role::Assistant,
                     },
                     text: m.body,
                 })
                 .collect();
-            let references = self.store.conversation_references(&conversation_id).await?;
-            let pending = match self.store.pending_operation(&conversation_id).await? {
+            let references = self.store.conversation_references(conversation).await?;
+            let pending = match self.store.pending_operation(conversation).await? {
                 Some(stored) => pending::open(&self.keyring, account, &conversation_id, &stored),
                 None => None,
             };

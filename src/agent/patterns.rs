@@ -12,8 +12,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::arguments;
+use crate::domain::account::AccountId;
 use crate::executor::{CapabilityAtRevision, Executor};
-use crate::store::accounts::AccountId;
 
 /// Candidate tokens judged per property per turn, at most (the host's own
 /// bound is larger); the message's come first, then the most recent history.

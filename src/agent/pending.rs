@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::clock::now_millis;
 use crate::crypto::master_key::Keyring;
-use crate::store::accounts::AccountId;
+use crate::domain::account::AccountId;
 use crate::store::conversations::StoredPending;
 
 /// How long a pending operation waits for its clarification.
@@ -26,7 +26,7 @@ pub struct PendingOperation {
 }
 
 fn associated_data(account: &AccountId, conversation_id: &str) -> Vec<u8> {
-    format!("pending-operation\0{}\0{conversation_id}", account.0).into_bytes()
+    format!("pending-operation\0{}\0{conversation_id}", account.number()).into_bytes()
 }
 
 pub fn seal(

@@ -2,6 +2,8 @@
 //! Every text here carries no data: it is safe on an empty or failed result
 //! (contract 1, rule 6) and names no internal identifier (rule 5).
 
+use crate::domain::interaction::InteractionStatus;
+
 use super::language::Language;
 
 /// Rule 9: the not-found preparation text, exactly.
@@ -110,12 +112,15 @@ pub fn result_summary(language: Language, facts: &str) -> String {
 }
 
 /// The deterministic text appended when the host reports a terminal status.
-pub fn operation_reported(status: &str) -> &'static str {
+pub fn operation_reported(status: InteractionStatus) -> &'static str {
     match status {
-        "succeeded" => "La operación se completó correctamente.",
-        "failed" => "La operación no se pudo completar.",
-        "cancelled" => "La operación fue cancelada.",
-        "rejected" => "La operación fue rechazada.",
-        _ => "La operación expiró sin completarse.",
+        InteractionStatus::Succeeded => "La operación se completó correctamente.",
+        InteractionStatus::Failed => "La operación no se pudo completar.",
+        InteractionStatus::Cancelled => "La operación fue cancelada.",
+        InteractionStatus::Rejected => "La operación fue rechazada.",
+        // A host never reports `pending` (the route refuses it).
+        InteractionStatus::Expired | InteractionStatus::Pending => {
+            "La operación expiró sin completarse."
+        }
     }
 }

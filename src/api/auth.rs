@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 use super::AppState;
 use super::error::ApiError;
 use crate::crypto::api_key;
-use crate::store::accounts::AccountId;
+use crate::domain::account::AccountId;
 
 /// The authenticated caller: every `/v1/*` handler takes one.
 #[derive(Debug, Clone)]

@@ -15,21 +15,21 @@ use super::error::ApiError;
 use super::idempotent;
 use super::json_body::JsonBody;
 use crate::clock::to_rfc3339;
+use crate::domain::account::AccountId;
 use crate::domain::capability::{
     CapabilityId, IfMatchError, LifecycleStatus, MAX_CREATE_BODY_BYTES, MAX_IMPORT_BODY_BYTES,
     PublishRequest, Wrapper, parse_if_match,
 };
-use crate::store::StoreError;
-use crate::store::accounts::AccountId;
 use crate::store::capabilities::{CapabilityRow, GuardedWriteError, NewCapability};
 use crate::store::idempotency::Completion;
+use crate::store::{Constraint, StoreError};
 use crate::vault;
 
 /// Create, revise, enable and disable answer with these three fields.
 #[derive(Serialize)]
 struct CapabilityRecord<'a> {
     id: &'a str,
-    lifecycle_status: &'a str,
+    lifecycle_status: LifecycleStatus,
     revision: i64,
 }
 
@@ -37,7 +37,7 @@ impl<'a> From<&'a CapabilityRow> for CapabilityRecord<'a> {
     fn from(row: &'a CapabilityRow) -> Self {
         CapabilityRecord {
             id: &row.id,
-            lifecycle_status: &row.lifecycle_status,
+            lifecycle_status: row.lifecycle_status,
             revision: row.revision,
         }
     }
@@ -123,7 +123,7 @@ async fn publish(
         .await
     {
         Ok(()) => {}
-        Err(StoreError::AlreadyExists) => {
+        Err(StoreError::Conflict(Constraint::CapabilityName)) => {
             return Err(ApiError::Conflict(
                 "a capability of that name was published meanwhile".into(),
             ));
@@ -272,7 +272,7 @@ pub async fn get_capability(
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&raw_id)?;
     let row = owned(&app, &caller.account, &id).await?;
-    let history = app.store.capability_history(&id).await?;
+    let history = app.store.capability_history(&caller.account, &id).await?;
     let mut body = summary(&row);
     body["definition"] =
         serde_json::from_str(&row.definition).map_err(|e| ApiError::Internal(e.into()))?;

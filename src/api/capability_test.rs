@@ -13,7 +13,7 @@ use super::error::ApiError;
 use super::json_body::JsonBody;
 use crate::clock::{now_millis, to_rfc3339};
 use crate::executor::{CallFailure, CallResult, CapabilityAtRevision, FailureSummary};
-use crate::store::capability_tests::TestRecord;
+use crate::store::capability_tests::{TestRecord, TestStatus};
 
 const MAX_TEST_BODY_BYTES: usize = 64 * 1024;
 
@@ -43,10 +43,12 @@ pub async fn test_capability(
         })
         .await;
     let (status, failure, output) = match &report.outcome {
-        Ok(CallResult::Data(data)) => ("passed", None, Some(data.clone())),
-        Ok(CallResult::Interaction(shaped)) => {
-            ("passed", None, Some(json!({"interaction": shaped.public})))
-        }
+        Ok(CallResult::Data(data)) => (TestStatus::Passed, None, Some(data.clone())),
+        Ok(CallResult::Interaction(shaped)) => (
+            TestStatus::Passed,
+            None,
+            Some(json!({"interaction": shaped.public})),
+        ),
         // Nothing was called: the request itself is at fault.
         Err(CallFailure::ArgumentsInvalid(violations)) => {
             let violations = violations
@@ -64,13 +66,17 @@ pub async fn test_capability(
                 capability.definition.auth.credential_ref
             )));
         }
-        Err(failure) => ("failed", Some(FailureSummary::from(failure)), None),
+        Err(failure) => (
+            TestStatus::Failed,
+            Some(FailureSummary::from(failure)),
+            None,
+        ),
     };
     let record = TestRecord {
         id: format!("ctest_{}", uuid::Uuid::new_v4().simple()),
         capability_id: row.id.clone(),
         revision: row.revision,
-        status: status.to_owned(),
+        status,
         reason: failure.as_ref().map(|f| f.reason.to_owned()),
         http_status: report
             .outcome
@@ -85,7 +91,7 @@ pub async fn test_capability(
     app.store
         .insert_test_record(&caller.account, &record)
         .await?;
-    tracing::info!(capability = %row.id, revision = row.revision, status, reason = record.reason.as_deref(), "contract test recorded");
+    tracing::info!(capability = %row.id, revision = row.revision, status = %status, reason = record.reason.as_deref(), "contract test recorded");
     let mut response = json!({
         "test_id": record.id, "capability_id": record.capability_id, "revision": record.revision,
         "status": record.status, "attempts": record.attempts, "duration_ms": record.duration_ms,

@@ -11,16 +11,16 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::json_body::JsonBody;
 use crate::domain::credential::{
-    CredentialError, CredentialRef, CredentialSpec, MAX_CREDENTIAL_BODY_BYTES, MAX_SECRET_BYTES,
+    CredentialError, CredentialRef, CredentialSpec, CredentialStatus, MAX_CREDENTIAL_BODY_BYTES,
+    MAX_SECRET_BYTES,
 };
-use crate::store::credentials::{STATUS_CONFIGURED, STATUS_REVOKED};
 use crate::vault;
 
 /// CredentialResponse.
 #[derive(Serialize)]
 pub struct CredentialResponse {
     credential_ref: String,
-    status: &'static str,
+    status: CredentialStatus,
 }
 
 fn parse_ref(raw: &str) -> Result<CredentialRef, ApiError> {
@@ -59,7 +59,7 @@ pub async fn put_credential(
         StatusCode::CREATED,
         Json(CredentialResponse {
             credential_ref: credential_ref.as_str().into(),
-            status: STATUS_CONFIGURED,
+            status: CredentialStatus::Configured,
         }),
     ))
 }
@@ -83,6 +83,6 @@ pub async fn delete_credential(
     );
     Ok(Json(CredentialResponse {
         credential_ref: credential_ref.as_str().into(),
-        status: STATUS_REVOKED,
+        status: CredentialStatus::Revoked,
     }))
 }

@@ -11,8 +11,8 @@ use std::future::Future;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::domain::account::AccountId;
 use crate::domain::idempotency;
-use crate::store::accounts::AccountId;
 use crate::store::idempotency::Claim;
 
 /// Runs `request` (given the parsed key) under the claimed key.

@@ -19,15 +19,13 @@ use super::idempotent;
 use super::json_body::JsonBody;
 use crate::agent::{new_id, texts};
 use crate::clock::now_millis;
+use crate::domain::interaction::InteractionStatus;
 use crate::domain::text::check_bounded;
-use crate::store::conversations::{CloseOutcome, INTERACTION_PENDING, NewMessage};
+use crate::store::conversations::{CloseOutcome, NewMessage};
 use crate::store::idempotency::Completion;
 
 pub const MAX_BODY_BYTES: usize = 8 * 1024;
 pub const MAX_CONVERSATION_ID_CHARS: usize = 128;
-/// The terminal statuses a host may report.
-pub const TERMINAL_STATUSES: [&str; 5] =
-    ["succeeded", "failed", "cancelled", "rejected", "expired"];
 /// What must never be sent here (contract 2.11): references, mutation
 /// arguments, result bodies, user-authored messages.
 const FORBIDDEN_FIELDS: [&str; 14] = [
@@ -50,7 +48,7 @@ const FORBIDDEN_FIELDS: [&str; 14] = [
 struct Report {
     interaction_id: String,
     operation: String,
-    status: String,
+    status: InteractionStatus,
 }
 
 fn parse_report(body: &Value) -> Result<Report, ApiError> {
@@ -76,18 +74,18 @@ fn parse_report(body: &Value) -> Result<Report, ApiError> {
         check_bounded(name, text, 1, max).map_err(bad)?;
         Ok(text.to_owned())
     };
-    let report = Report {
-        interaction_id: field("interaction_id", 128)?,
-        operation: field("operation", 64)?,
-        status: field("status", 32)?,
-    };
-    if !TERMINAL_STATUSES.contains(&report.status.as_str()) {
-        return Err(bad(format!(
-            "status must be one of {}",
-            TERMINAL_STATUSES.join(", ")
-        )));
-    }
-    Ok(report)
+    let interaction_id = field("interaction_id", 128)?;
+    let operation = field("operation", 64)?;
+    let status = field("status", 32)?;
+    let status = InteractionStatus::parse_terminal(&status).ok_or_else(|| {
+        let terminal: Vec<&str> = InteractionStatus::terminal().map(|s| s.as_str()).collect();
+        bad(format!("status must be one of {}", terminal.join(", ")))
+    })?;
+    Ok(Report {
+        interaction_id,
+        operation,
+        status,
+    })
 }
 
 pub async fn report_operation_result(
@@ -109,12 +107,12 @@ pub async fn report_operation_result(
     let operation = format!("POST /v1/conversations/{conversation_id}/operation-results");
     let store = app.store.clone();
     idempotent::run(&app, account, &headers, &operation, &body, |key| async move {
-        store
+        let conversation = store
             .find_conversation(account, &conversation_id)
             .await?
             .ok_or(ApiError::NotFound("no such conversation"))?;
         let interaction = store
-            .find_interaction(account, &conversation_id, &report.interaction_id)
+            .find_interaction(&conversation, &report.interaction_id)
             .await?
             .ok_or(ApiError::NotFound("no such interaction in this conversation"))?;
         if interaction.operation != report.operation {
@@ -122,7 +120,7 @@ pub async fn report_operation_result(
                 "operation does not name this interaction's operation".into(),
             ));
         }
-        if interaction.status != INTERACTION_PENDING {
+        if interaction.status != InteractionStatus::Pending {
             return Err(ApiError::Conflict(format!(
                 "the interaction is already closed ({})",
                 interaction.status
@@ -132,7 +130,7 @@ pub async fn report_operation_result(
             return Err(ApiError::Gone("the interaction has expired".into()));
         }
         let message_id = new_id("msg_");
-        let text = texts::operation_reported(&report.status);
+        let text = texts::operation_reported(report.status);
         let response = json!({
             "conversation_id": conversation_id,
             "interaction_id": report.interaction_id,
@@ -152,7 +150,7 @@ pub async fn report_operation_result(
             metadata: None,
         };
         match store
-            .close_interaction(account, &interaction, &report.status, &message, &completion)
+            .close_interaction(account, &interaction, report.status, &message, &completion)
             .await?
         {
             CloseOutcome::Closed => {}

@@ -5,7 +5,7 @@
 //! this module only reads the few fields the server needs and checks the
 //! wrappers, which are not part of the definition rules.
 
-use serde::Serialize;
+use super::closed_set::closed_set;
 use serde_json::{Map, Value};
 
 /// Bounds of the wrappers, recorded in docs/contract-decisions.md.
@@ -38,26 +38,30 @@ impl CapabilityId {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LifecycleStatus {
-    Active,
-    Disabled,
+closed_set! {
+    /// Whether a capability may be offered and called.
+    pub enum LifecycleStatus {
+        Active = "active",
+        Disabled = "disabled",
+    }
 }
 
-impl LifecycleStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LifecycleStatus::Active => "active",
-            LifecycleStatus::Disabled => "disabled",
-        }
+closed_set! {
+    /// What made a revision, as the history shows it.
+    pub enum RevisionChange {
+        Created = "created",
+        Revised = "revised",
+        Enabled = "enabled",
+        Disabled = "disabled",
     }
+}
 
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "active" => Some(LifecycleStatus::Active),
-            "disabled" => Some(LifecycleStatus::Disabled),
-            _ => None,
+impl RevisionChange {
+    /// The change that moves a capability into `target`.
+    pub fn into_state(target: LifecycleStatus) -> Self {
+        match target {
+            LifecycleStatus::Active => RevisionChange::Enabled,
+            LifecycleStatus::Disabled => RevisionChange::Disabled,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Endpoint credentials (contract 2.8): the reference, the auth type and
 //! the secret as a host sends them, validated.
 
-use serde::Serialize;
+use super::closed_set::closed_set;
 use serde_json::Value;
 use zeroize::Zeroizing;
 
@@ -30,27 +30,20 @@ impl CredentialRef {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AuthType {
-    Bearer,
-    ApiKey,
-    Basic,
+closed_set! {
+    /// How the executor presents a credential to the host endpoint.
+    pub enum AuthType {
+        Bearer = "bearer",
+        ApiKey = "api_key",
+        Basic = "basic",
+    }
 }
 
-impl AuthType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthType::Bearer => "bearer",
-            AuthType::ApiKey => "api_key",
-            AuthType::Basic => "basic",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        [AuthType::Bearer, AuthType::ApiKey, AuthType::Basic]
-            .into_iter()
-            .find(|t| t.as_str() == text)
+closed_set! {
+    /// A stored credential's state (contract 2.8).
+    pub enum CredentialStatus {
+        Configured = "configured",
+        Revoked = "revoked",
     }
 }
 

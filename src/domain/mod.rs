@@ -1,9 +1,12 @@
 //! Validated domain values: a handler cannot hold one that broke a rule.
 
+pub mod account;
 pub mod capability;
+pub(crate) mod closed_set;
 pub mod credential;
 pub mod diagnostics;
 pub mod id;
 pub mod idempotency;
+pub mod interaction;
 pub mod policy;
 pub mod text;

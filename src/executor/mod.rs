@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
 
 use crate::crypto::master_key::Keyring;
+use crate::domain::account::AccountId;
 use crate::domain::capability::CapabilityDefinition;
 use crate::domain::credential::AuthType;
 use crate::sandbox::{PolicySandbox, SandboxError, ShapedInteraction};
 use crate::signing::{ContextClaims, Signer};
 use crate::store::Store;
-use crate::store::accounts::AccountId;
 use crate::vault;
 use address_guard::{AddressPolicy, AddressRefused, NameLookup, SystemLookup};
 pub use failure::{CallFailure, FailureSummary};

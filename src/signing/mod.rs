@@ -25,7 +25,7 @@ use tokio::sync::RwLock;
 
 use crate::clock::now_millis;
 use crate::crypto::master_key::Keyring;
-use crate::store::accounts::AccountId;
+use crate::domain::account::AccountId;
 use crate::store::{Store, StoreError};
 use context::ContextHeader;
 
@@ -116,7 +116,7 @@ impl Signer {
     }
 
     async fn identity(&self, account: &AccountId) -> Result<(String, String), SigningError> {
-        if let Some(found) = self.identities.read().await.get(&account.0) {
+        if let Some(found) = self.identities.read().await.get(&account.number()) {
             return Ok(found.clone());
         }
         let identity = self.store.account_identity(account).await?;
@@ -124,7 +124,7 @@ impl Signer {
         if cache.len() >= MAX_CACHED_ACCOUNTS {
             cache.clear();
         }
-        cache.insert(account.0, identity.clone());
+        cache.insert(account.number(), identity.clone());
         Ok(identity)
     }
 

@@ -4,9 +4,7 @@ use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::api_key::hex;
 
-/// The account a request acts for, as resolved from its API key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AccountId(pub i64);
+pub use crate::domain::account::AccountId;
 
 #[derive(Debug, sqlx::FromRow)]
 struct KeyRow {
@@ -36,16 +34,15 @@ impl Store {
                 .bind(random_hex(32))
                 .fetch_one(pool)
                 .await
-        })
-        .map_err(StoreError::from_insert)?;
-        Ok(AccountId(id))
+        })?;
+        Ok(AccountId::from_stored(id))
     }
 
     /// The account's opaque subject (shown to host endpoints in the signed
     /// capability context) and the salt that turns user ids into pseudonyms.
     pub async fn account_identity(&self, account: &AccountId) -> StoreResult<(String, String)> {
         let row: Option<(Option<String>, Option<String>)> = on_pool!(self, pool => {
-            sqlx::query_as("SELECT subject, pseudonym_salt FROM accounts WHERE id = $1").bind(account.0).fetch_optional(pool).await
+            sqlx::query_as("SELECT subject, pseudonym_salt FROM accounts WHERE id = $1").bind(account.number()).fetch_optional(pool).await
         })?;
         match row {
             Some((Some(subject), Some(salt))) => Ok((subject, salt)),
@@ -58,7 +55,7 @@ impl Store {
         let id: Option<i64> = on_pool!(self, pool => {
             sqlx::query_scalar("SELECT id FROM accounts WHERE name = $1").bind(name).fetch_optional(pool).await
         })?;
-        Ok(id.map(AccountId))
+        Ok(id.map(AccountId::from_stored))
     }
 
     pub async fn insert_api_key(
@@ -74,15 +71,14 @@ impl Store {
                  VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(key_id)
-            .bind(account.0)
+            .bind(account.number())
             .bind(key_hash)
             .bind(environment)
             .bind(now_millis())
             .execute(pool)
             .await
             .map(|_| ())
-        })
-        .map_err(StoreError::from_insert)?;
+        })?;
         Ok(())
     }
 
@@ -119,7 +115,7 @@ impl Store {
             None => Err(KeyRefusal::Unknown),
             Some(row) if row.revoked_at.is_some() => Err(KeyRefusal::Revoked),
             Some(row) if row.environment != environment => Err(KeyRefusal::OtherEnvironment),
-            Some(row) => Ok(AccountId(row.account_id)),
+            Some(row) => Ok(AccountId::from_stored(row.account_id)),
         })
     }
 }

@@ -4,10 +4,10 @@
 //! on the current revision, so two writers with one `If-Match` cannot both win.
 
 use super::idempotency::{Completion, complete_in_tx};
-use super::{Store, StoreError, StoreResult, on_pool};
+use super::{Constraint, Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
-use crate::domain::capability::{CapabilityId, LifecycleStatus};
-use crate::store::accounts::AccountId;
+use crate::domain::account::AccountId;
+use crate::domain::capability::{CapabilityId, LifecycleStatus, RevisionChange};
 
 /// A capability about to be published (its definition already validated).
 pub struct NewCapability {
@@ -21,7 +21,7 @@ pub struct CapabilityRow {
     pub id: String,
     pub name: String,
     pub domain: String,
-    pub lifecycle_status: String,
+    pub lifecycle_status: LifecycleStatus,
     pub revision: i64,
     pub definition: String,
     pub created_at: i64,
@@ -31,8 +31,8 @@ pub struct CapabilityRow {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RevisionRow {
     pub revision: i64,
-    pub change: String,
-    pub lifecycle_status: String,
+    pub change: RevisionChange,
+    pub lifecycle_status: LifecycleStatus,
     pub created_at: i64,
 }
 
@@ -54,7 +54,7 @@ pub type Guarded = Result<CapabilityRow, GuardedWriteError>;
 impl Store {
     /// Publishes every capability as `active` at revision 1, and completes the
     /// idempotency claim, in one transaction. A name already used by the
-    /// account is `AlreadyExists`; a lost claim is `NotFound`.
+    /// account is `Conflict(CapabilityName)`; a lost claim is `NotFound`.
     pub async fn publish_capabilities(
         &self,
         account: &AccountId,
@@ -72,16 +72,23 @@ impl Store {
                      VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7)",
                 )
                 .bind(cap.id.as_str())
-                .bind(account.0)
+                .bind(account.number())
                 .bind(&cap.name)
                 .bind(domain)
-                .bind(LifecycleStatus::Active.as_str())
+                .bind(LifecycleStatus::Active)
                 .bind(&cap.definition)
                 .bind(now)
                 .execute(&mut *tx)
-                .await
-                .map_err(StoreError::from_insert)?;
-                insert_revision!(tx, cap.id.as_str(), 1i64, "created", LifecycleStatus::Active.as_str(), domain, &cap.definition, now)?;
+                .await?;
+                insert_revision!(tx, Revision {
+                    capability: &cap.id,
+                    revision: 1,
+                    change: RevisionChange::Created,
+                    status: LifecycleStatus::Active,
+                    domain,
+                    definition: &cap.definition,
+                    at: now,
+                })?;
             }
             if !complete_in_tx!(tx, account, completion)? {
                 return Err(StoreError::NotFound);
@@ -100,7 +107,7 @@ impl Store {
     ) -> StoreResult<Vec<String>> {
         let rows: Vec<(String, String)> = on_pool!(self, pool => {
             sqlx::query_as("SELECT id, name FROM capabilities WHERE account_id = $1")
-                .bind(account.0)
+                .bind(account.number())
                 .fetch_all(pool)
                 .await
         })?;
@@ -117,7 +124,9 @@ impl Store {
         let sql = format!(
             "SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 ORDER BY created_at, name, id"
         );
-        Ok(on_pool!(self, pool => sqlx::query_as(&sql).bind(account.0).fetch_all(pool).await)?)
+        Ok(
+            on_pool!(self, pool => sqlx::query_as(&sql).bind(account.number()).fetch_all(pool).await)?,
+        )
     }
 
     pub async fn get_capability(
@@ -127,17 +136,24 @@ impl Store {
     ) -> StoreResult<Option<CapabilityRow>> {
         let sql = format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
         Ok(
-            on_pool!(self, pool => sqlx::query_as(&sql).bind(account.0).bind(id.as_str()).fetch_optional(pool).await)?,
+            on_pool!(self, pool => sqlx::query_as(&sql).bind(account.number()).bind(id.as_str()).fetch_optional(pool).await)?,
         )
     }
 
-    /// The revision history, oldest first (the caller checked ownership).
-    pub async fn capability_history(&self, id: &CapabilityId) -> StoreResult<Vec<RevisionRow>> {
+    /// The revision history of one of the account's capabilities, oldest
+    /// first (empty for another account's or an absent one).
+    pub async fn capability_history(
+        &self,
+        account: &AccountId,
+        id: &CapabilityId,
+    ) -> StoreResult<Vec<RevisionRow>> {
         Ok(on_pool!(self, pool => {
             sqlx::query_as(
-                "SELECT revision, change, lifecycle_status, created_at FROM capability_revisions \
-                 WHERE capability_id = $1 ORDER BY revision",
+                "SELECT r.revision, r.change, r.lifecycle_status, r.created_at FROM capability_revisions r \
+                 JOIN capabilities c ON c.id = r.capability_id \
+                 WHERE c.account_id = $1 AND r.capability_id = $2 ORDER BY r.revision",
             )
+            .bind(account.number())
             .bind(id.as_str())
             .fetch_all(pool)
             .await
@@ -165,23 +181,33 @@ impl Store {
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let updated: Option<CapabilityRow> = match sqlx::query_as(&update)
-                .bind(account.0).bind(id.as_str()).bind(expected).bind(name).bind(domain).bind(definition).bind(now)
+                .bind(account.number()).bind(id.as_str()).bind(expected).bind(name).bind(domain).bind(definition).bind(now)
                 .fetch_optional(&mut *tx)
                 .await
-                .map_err(StoreError::from_insert)
+                .map_err(StoreError::from)
             {
                 Ok(row) => row,
-                Err(StoreError::AlreadyExists) => return Ok(Err(GuardedWriteError::NameTaken)),
+                Err(StoreError::Conflict(Constraint::CapabilityName)) => {
+                    return Ok(Err(GuardedWriteError::NameTaken))
+                }
                 Err(err) => return Err(err),
             };
             let Some(row) = updated else {
-                let current: Option<CapabilityRow> = sqlx::query_as(&select).bind(account.0).bind(id.as_str()).fetch_optional(&mut *tx).await?;
+                let current: Option<CapabilityRow> = sqlx::query_as(&select).bind(account.number()).bind(id.as_str()).fetch_optional(&mut *tx).await?;
                 return Ok(Err(match current {
                     None => GuardedWriteError::NotFound,
                     Some(row) => GuardedWriteError::StaleRevision { current: row.revision },
                 }));
             };
-            insert_revision!(tx, id.as_str(), row.revision, "revised", &row.lifecycle_status, domain, definition, now)?;
+            insert_revision!(tx, Revision {
+                capability: id,
+                revision: row.revision,
+                change: RevisionChange::Revised,
+                status: row.lifecycle_status,
+                domain,
+                definition,
+                at: now,
+            })?;
             tx.commit().await?;
             Ok(Ok(row))
         })
@@ -203,25 +229,29 @@ impl Store {
         );
         let select =
             format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
-        let change = match target {
-            LifecycleStatus::Active => "enabled",
-            LifecycleStatus::Disabled => "disabled",
-        };
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let updated: Option<CapabilityRow> = sqlx::query_as(&update)
-                .bind(account.0).bind(id.as_str()).bind(expected).bind(target.as_str()).bind(now)
+                .bind(account.number()).bind(id.as_str()).bind(expected).bind(target).bind(now)
                 .fetch_optional(&mut *tx)
                 .await?;
             let Some(row) = updated else {
-                let current: Option<CapabilityRow> = sqlx::query_as(&select).bind(account.0).bind(id.as_str()).fetch_optional(&mut *tx).await?;
+                let current: Option<CapabilityRow> = sqlx::query_as(&select).bind(account.number()).bind(id.as_str()).fetch_optional(&mut *tx).await?;
                 return Ok(Err(match current {
                     None => GuardedWriteError::NotFound,
                     Some(row) if row.revision != expected => GuardedWriteError::StaleRevision { current: row.revision },
                     Some(_) => GuardedWriteError::AlreadyInState,
                 }));
             };
-            insert_revision!(tx, id.as_str(), row.revision, change, target.as_str(), &row.domain, &row.definition, now)?;
+            insert_revision!(tx, Revision {
+                capability: id,
+                revision: row.revision,
+                change: RevisionChange::into_state(target),
+                status: target,
+                domain: &row.domain,
+                definition: &row.definition,
+                at: now,
+            })?;
             tx.commit().await?;
             Ok(Ok(row))
         })
@@ -234,30 +264,43 @@ impl Store {
                 "SELECT (SELECT COUNT(*) FROM capabilities WHERE account_id = $1), \
                  (SELECT COUNT(*) FROM capability_revisions r JOIN capabilities c ON c.id = r.capability_id WHERE c.account_id = $1)",
             )
-            .bind(account.0)
+            .bind(account.number())
             .fetch_one(pool)
             .await
         })?)
     }
 }
 
-/// Appends one row to the revision history inside the caller's transaction.
+/// One row of a capability's revision history, as it is appended.
+struct Revision<'a> {
+    capability: &'a CapabilityId,
+    revision: i64,
+    change: RevisionChange,
+    status: LifecycleStatus,
+    domain: &'a str,
+    definition: &'a str,
+    at: i64,
+}
+
+/// Appends a [`Revision`] inside the caller's transaction (a macro because
+/// each backend's transaction is its own type).
 macro_rules! insert_revision {
-    ($tx:expr, $id:expr, $revision:expr, $change:expr, $status:expr, $domain:expr, $definition:expr, $now:expr) => {
+    ($tx:expr, $revision:expr) => {{
+        let row: Revision<'_> = $revision;
         sqlx::query(
             "INSERT INTO capability_revisions (capability_id, revision, change, lifecycle_status, domain, definition, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
-        .bind($id)
-        .bind($revision)
-        .bind($change)
-        .bind($status)
-        .bind($domain)
-        .bind($definition)
-        .bind($now)
+        .bind(row.capability.as_str())
+        .bind(row.revision)
+        .bind(row.change)
+        .bind(row.status)
+        .bind(row.domain)
+        .bind(row.definition)
+        .bind(row.at)
         .execute(&mut *$tx)
         .await
         .map(|_| ())
-    };
+    }};
 }
 use insert_revision;

@@ -1,14 +1,23 @@
 //! Contract-test records: the sanitized outcome of each test run.
 
 use super::{Store, StoreResult, on_pool};
-use crate::store::accounts::AccountId;
+use crate::domain::account::AccountId;
+use crate::domain::closed_set::closed_set;
+
+closed_set! {
+    /// The outcome of a contract test (contract 2.7).
+    pub enum TestStatus {
+        Passed = "passed",
+        Failed = "failed",
+    }
+}
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct TestRecord {
     pub id: String,
     pub capability_id: String,
     pub revision: i64,
-    pub status: String,
+    pub status: TestStatus,
     pub reason: Option<String>,
     pub http_status: Option<i64>,
     pub attempts: i64,
@@ -28,10 +37,10 @@ impl Store {
                  attempts, duration_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(&record.id)
-            .bind(account.0)
+            .bind(account.number())
             .bind(&record.capability_id)
             .bind(record.revision)
-            .bind(&record.status)
+            .bind(record.status)
             .bind(&record.reason)
             .bind(record.http_status)
             .bind(record.attempts)
@@ -55,7 +64,7 @@ impl Store {
                 "SELECT id, capability_id, revision, status, reason, http_status, attempts, duration_ms, created_at \
                  FROM capability_tests WHERE account_id = $1 AND capability_id = $2 ORDER BY created_at DESC, id DESC",
             )
-            .bind(account.0)
+            .bind(account.number())
             .bind(capability_id)
             .fetch_all(pool)
             .await

@@ -9,18 +9,46 @@
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
-use crate::store::accounts::AccountId;
+use crate::domain::account::AccountId;
+use crate::domain::closed_set::closed_set;
+use crate::domain::interaction::InteractionStatus;
 
+/// A conversation the store found for an account. Only
+/// [`Store::find_conversation`] makes one (the fields are private), so the
+/// reads that take it need no account: holding it proves ownership.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ConversationRow {
-    pub id: String,
-    pub user_id: Option<String>,
-    pub created_at: i64,
+    id: String,
+    account_id: i64,
+    user_id: Option<String>,
+    created_at: i64,
+}
+
+impl ConversationRow {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn user_id(&self) -> Option<&str> {
+        self.user_id.as_deref()
+    }
+
+    pub fn created_at(&self) -> i64 {
+        self.created_at
+    }
+}
+
+closed_set! {
+    /// Who wrote a stored message.
+    pub enum MessageRole {
+        User = "user",
+        Assistant = "assistant",
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct StoredMessage {
-    pub role: String,
+    pub role: MessageRole,
     pub body: String,
 }
 
@@ -47,7 +75,7 @@ pub struct InteractionRow {
     pub conversation_id: String,
     pub kind: String,
     pub operation: String,
-    pub status: String,
+    pub status: InteractionStatus,
     pub expires_at: i64,
     pub created_at: i64,
 }
@@ -88,10 +116,6 @@ pub struct TurnRecord<'a> {
     pub pending: PendingChange,
 }
 
-pub const ROLE_USER: &str = "user";
-pub const ROLE_ASSISTANT: &str = "assistant";
-pub const INTERACTION_PENDING: &str = "pending";
-
 /// The outcome of closing an interaction with a host's terminal report.
 #[derive(Debug, PartialEq, Eq)]
 pub enum CloseOutcome {
@@ -107,8 +131,8 @@ impl Store {
         id: &str,
     ) -> StoreResult<Option<ConversationRow>> {
         Ok(on_pool!(self, pool => {
-            sqlx::query_as("SELECT id, user_id, created_at FROM conversations WHERE account_id = $1 AND id = $2")
-                .bind(account.0)
+            sqlx::query_as("SELECT id, account_id, user_id, created_at FROM conversations WHERE account_id = $1 AND id = $2")
+                .bind(account.number())
                 .bind(id)
                 .fetch_optional(pool)
                 .await
@@ -118,7 +142,7 @@ impl Store {
     /// The last `limit` messages, oldest first.
     pub async fn recent_messages(
         &self,
-        conversation_id: &str,
+        conversation: &ConversationRow,
         limit: i64,
     ) -> StoreResult<Vec<StoredMessage>> {
         let mut rows: Vec<StoredMessage> = on_pool!(self, pool => {
@@ -126,7 +150,7 @@ impl Store {
                 "SELECT role, body FROM conversation_messages WHERE conversation_id = $1 \
                  ORDER BY seq DESC LIMIT $2",
             )
-            .bind(conversation_id)
+            .bind(&conversation.id)
             .bind(limit)
             .fetch_all(pool)
             .await
@@ -137,14 +161,14 @@ impl Store {
 
     pub async fn conversation_references(
         &self,
-        conversation_id: &str,
+        conversation: &ConversationRow,
     ) -> StoreResult<Vec<StoredReference>> {
         Ok(on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT capability, field, value FROM conversation_references WHERE conversation_id = $1 \
                  ORDER BY created_at",
             )
-            .bind(conversation_id)
+            .bind(&conversation.id)
             .fetch_all(pool)
             .await
         })?)
@@ -153,7 +177,7 @@ impl Store {
     /// The conversation's pending operation, unless it has expired.
     pub async fn pending_operation(
         &self,
-        conversation_id: &str,
+        conversation: &ConversationRow,
     ) -> StoreResult<Option<StoredPending>> {
         type Row = (String, i64, String, Vec<u8>, Vec<u8>, i64);
         let row: Option<Row> = on_pool!(self, pool => {
@@ -161,7 +185,7 @@ impl Store {
                 "SELECT capability_id, revision, master_key_id, nonce, ciphertext, expires_at \
                  FROM pending_operations WHERE conversation_id = $1 AND expires_at > $2",
             )
-            .bind(conversation_id)
+            .bind(&conversation.id)
             .bind(now_millis())
             .fetch_optional(pool)
             .await
@@ -191,7 +215,7 @@ impl Store {
                 "INSERT INTO channel_events (account_id, event_id, received_at) VALUES ($1, $2, $3) \
                  ON CONFLICT (account_id, event_id) DO NOTHING",
             )
-            .bind(account.0)
+            .bind(account.number())
             .bind(event_id)
             .bind(now_millis())
             .execute(pool)
@@ -209,7 +233,7 @@ impl Store {
     ) -> StoreResult<()> {
         on_pool!(self, pool => {
             sqlx::query("DELETE FROM channel_events WHERE account_id = $1 AND event_id = $2")
-                .bind(account.0)
+                .bind(account.number())
                 .bind(event_id)
                 .execute(pool)
                 .await
@@ -232,7 +256,7 @@ impl Store {
                 .execute(pool)
                 .await?
                 .rows_affected();
-            Ok::<u64, sqlx::Error>(events + pending)
+            Ok::<u64, StoreError>(events + pending)
         })?)
     }
 
@@ -249,19 +273,18 @@ impl Store {
                          VALUES ($1, $2, $3, $4, $4)",
                     )
                     .bind(turn.conversation_id)
-                    .bind(account.0)
+                    .bind(account.number())
                     .bind(user_id)
                     .bind(now)
                     .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::from_insert)?;
+                    .await?;
                 }
                 None => {
                     let touched = sqlx::query(
                         "UPDATE conversations SET updated_at = $3 WHERE id = $1 AND account_id = $2",
                     )
                     .bind(turn.conversation_id)
-                    .bind(account.0)
+                    .bind(account.number())
                     .bind(now)
                     .execute(&mut *tx)
                     .await?
@@ -271,7 +294,7 @@ impl Store {
                     }
                 }
             }
-            for (message, role) in [(&turn.user_message, ROLE_USER), (&turn.assistant_message, ROLE_ASSISTANT)] {
+            for (message, role) in [(&turn.user_message, MessageRole::User), (&turn.assistant_message, MessageRole::Assistant)] {
                 sqlx::query(
                     "INSERT INTO conversation_messages (id, conversation_id, role, body, metadata, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $6)",
@@ -291,11 +314,11 @@ impl Store {
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 )
                 .bind(interaction.id)
-                .bind(account.0)
+                .bind(account.number())
                 .bind(turn.conversation_id)
                 .bind(interaction.kind)
                 .bind(interaction.operation)
-                .bind(INTERACTION_PENDING)
+                .bind(InteractionStatus::Pending)
                 .bind(interaction.expires_at)
                 .bind(now)
                 .execute(&mut *tx)
@@ -357,8 +380,7 @@ impl Store {
 
     pub async fn find_interaction(
         &self,
-        account: &AccountId,
-        conversation_id: &str,
+        conversation: &ConversationRow,
         interaction_id: &str,
     ) -> StoreResult<Option<InteractionRow>> {
         Ok(on_pool!(self, pool => {
@@ -366,8 +388,8 @@ impl Store {
                 "SELECT id, conversation_id, kind, operation, status, expires_at, created_at FROM interactions \
                  WHERE account_id = $1 AND conversation_id = $2 AND id = $3",
             )
-            .bind(account.0)
-            .bind(conversation_id)
+            .bind(conversation.account_id)
+            .bind(&conversation.id)
             .bind(interaction_id)
             .fetch_optional(pool)
             .await
@@ -381,7 +403,7 @@ impl Store {
         &self,
         account: &AccountId,
         interaction: &InteractionRow,
-        status: &str,
+        status: InteractionStatus,
         message: &NewMessage<'_>,
         completion: &super::idempotency::Completion<'_>,
     ) -> StoreResult<CloseOutcome> {
@@ -393,12 +415,12 @@ impl Store {
                 "UPDATE interactions SET status = $4, closed_at = $5 \
                  WHERE account_id = $1 AND conversation_id = $2 AND id = $3 AND status = $6",
             )
-            .bind(account.0)
+            .bind(account.number())
             .bind(&interaction.conversation_id)
             .bind(&interaction.id)
             .bind(status)
             .bind(now)
-            .bind(INTERACTION_PENDING)
+            .bind(InteractionStatus::Pending)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -411,7 +433,7 @@ impl Store {
             )
             .bind(message.id)
             .bind(&interaction.conversation_id)
-            .bind(ROLE_ASSISTANT)
+            .bind(MessageRole::Assistant)
             .bind(message.body)
             .bind(now)
             .execute(&mut *tx)

@@ -3,19 +3,17 @@
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
-use crate::store::accounts::AccountId;
+use crate::domain::account::AccountId;
+use crate::domain::credential::{AuthType, CredentialStatus};
 use crate::store::signing_keys::SigningKeyRow;
-
-pub const STATUS_CONFIGURED: &str = "configured";
-pub const STATUS_REVOKED: &str = "revoked";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CredentialRow {
     pub account_id: i64,
     pub credential_ref: String,
-    pub auth_type: String,
+    pub auth_type: AuthType,
     pub header_name: Option<String>,
-    pub status: String,
+    pub status: CredentialStatus,
     pub master_key_id: Option<String>,
     pub nonce: Option<Vec<u8>>,
     pub ciphertext: Option<Vec<u8>>,
@@ -47,7 +45,7 @@ impl Store {
         &self,
         account: &AccountId,
         credential_ref: &str,
-        auth_type: &str,
+        auth_type: AuthType,
         header_name: Option<&str>,
         sealed: &Sealed,
     ) -> StoreResult<()> {
@@ -61,11 +59,11 @@ impl Store {
                  header_name = excluded.header_name, status = excluded.status, master_key_id = excluded.master_key_id, \
                  nonce = excluded.nonce, ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
             )
-            .bind(account.0)
+            .bind(account.number())
             .bind(credential_ref)
             .bind(auth_type)
             .bind(header_name)
-            .bind(STATUS_CONFIGURED)
+            .bind(CredentialStatus::Configured)
             .bind(&sealed.key_id)
             .bind(&sealed.nonce)
             .bind(&sealed.ciphertext)
@@ -89,9 +87,9 @@ impl Store {
                 "UPDATE capability_credentials SET status = $3, master_key_id = NULL, nonce = NULL, ciphertext = NULL, \
                  updated_at = $4 WHERE account_id = $1 AND credential_ref = $2",
             )
-            .bind(account.0)
+            .bind(account.number())
             .bind(credential_ref)
-            .bind(STATUS_REVOKED)
+            .bind(CredentialStatus::Revoked)
             .bind(now_millis())
             .execute(pool)
             .await
@@ -109,7 +107,7 @@ impl Store {
             "SELECT {COLUMNS} FROM capability_credentials WHERE account_id = $1 AND credential_ref = $2"
         );
         Ok(on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(account.0).bind(credential_ref).fetch_optional(pool).await
+            sqlx::query_as(&sql).bind(account.number()).bind(credential_ref).fetch_optional(pool).await
         })?)
     }
 

@@ -2,8 +2,8 @@
 
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
+use crate::domain::account::AccountId;
 use crate::domain::diagnostics::DiagnosticMode;
-use crate::store::accounts::AccountId;
 
 impl Store {
     /// The explicit setting, if the account ever stored one.
@@ -13,7 +13,7 @@ impl Store {
     ) -> StoreResult<Option<DiagnosticMode>> {
         let mode: Option<String> = on_pool!(self, pool => {
             sqlx::query_scalar("SELECT mode FROM diagnostic_settings WHERE account_id = $1")
-                .bind(account.0)
+                .bind(account.number())
                 .fetch_optional(pool)
                 .await
         })?;
@@ -37,7 +37,7 @@ impl Store {
                  writes = diagnostic_settings.writes + 1, updated_at = excluded.updated_at \
                  RETURNING writes",
             )
-            .bind(account.0)
+            .bind(account.number())
             .bind(mode.as_str())
             .bind(now_millis())
             .fetch_one(pool)

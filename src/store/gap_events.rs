@@ -2,7 +2,7 @@
 //! `(occurred_at, id)` so pages stay stable when timestamps are equal.
 
 use super::{Store, StoreResult, on_pool};
-use crate::store::accounts::AccountId;
+use crate::domain::account::AccountId;
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct GapEvent {
@@ -32,7 +32,7 @@ impl Store {
         );
         on_pool!(self, pool => {
             sqlx::query(&sql)
-                .bind(account.0)
+                .bind(account.number())
                 .bind(&event.id)
                 .bind(&event.kind)
                 .bind(&event.reason_code)
@@ -65,7 +65,7 @@ impl Store {
              ORDER BY occurred_at DESC, id DESC LIMIT $4"
         );
         Ok(on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(account.0).bind(at).bind(id).bind(limit).fetch_all(pool).await
+            sqlx::query_as(&sql).bind(account.number()).bind(at).bind(id).bind(limit).fetch_all(pool).await
         })?)
     }
 }

@@ -6,8 +6,9 @@
 
 use super::{Store, StoreResult, on_pool};
 use crate::clock::now_millis;
+use crate::domain::account::AccountId;
+use crate::domain::closed_set::closed_set;
 use crate::domain::idempotency::{ABANDONED_AFTER_MILLIS, RETENTION_MILLIS};
-use crate::store::accounts::AccountId;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Claim {
@@ -28,8 +29,13 @@ pub struct Completion<'a> {
     pub body: &'a str,
 }
 
-pub const STATE_IN_FLIGHT: &str = "in_flight";
-pub const STATE_DONE: &str = "done";
+closed_set! {
+    /// A record's state: claimed by a running request, or done with its answer kept.
+    pub enum IdempotencyState {
+        InFlight = "in_flight",
+        Done = "done",
+    }
+}
 
 impl Store {
     pub async fn claim_idempotency_key(
@@ -45,10 +51,10 @@ impl Store {
                 "DELETE FROM idempotency_records WHERE account_id = $1 AND idempotency_key = $2 \
                  AND (expires_at < $3 OR (state = $4 AND created_at < $5))",
             )
-            .bind(account.0)
+            .bind(account.number())
             .bind(key)
             .bind(now)
-            .bind(STATE_IN_FLIGHT)
+            .bind(IdempotencyState::InFlight)
             .bind(now - ABANDONED_AFTER_MILLIS)
             .execute(pool)
             .await?;
@@ -56,10 +62,10 @@ impl Store {
                 "INSERT INTO idempotency_records (account_id, idempotency_key, request_hash, state, created_at, expires_at) \
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, idempotency_key) DO NOTHING",
             )
-            .bind(account.0)
+            .bind(account.number())
             .bind(key)
             .bind(request_hash)
-            .bind(STATE_IN_FLIGHT)
+            .bind(IdempotencyState::InFlight)
             .bind(now)
             .bind(now + RETENTION_MILLIS)
             .execute(pool)
@@ -69,22 +75,24 @@ impl Store {
         if inserted == 1 {
             return Ok(Claim::Fresh);
         }
-        let row: Option<(String, String, Option<i64>, Option<String>)> = on_pool!(self, pool => {
+        let row: Option<(String, IdempotencyState, Option<i64>, Option<String>)> = on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT request_hash, state, response_status, response_body FROM idempotency_records \
                  WHERE account_id = $1 AND idempotency_key = $2",
             )
-            .bind(account.0)
+            .bind(account.number())
             .bind(key)
             .fetch_optional(pool)
             .await
         })?;
         Ok(match row {
             Some((hash, _, _, _)) if hash != request_hash => Claim::KeyReused,
-            Some((_, state, Some(status), Some(body))) if state == STATE_DONE => Claim::Replay {
-                status: u16::try_from(status).unwrap_or(500),
-                body,
-            },
+            Some((_, state, Some(status), Some(body))) if state == IdempotencyState::Done => {
+                Claim::Replay {
+                    status: u16::try_from(status).unwrap_or(500),
+                    body,
+                }
+            }
             // In flight, or released between our insert and select: either way busy.
             _ => Claim::InFlight,
         })
@@ -94,9 +102,9 @@ impl Store {
     pub async fn release_idempotency_key(&self, account: &AccountId, key: &str) -> StoreResult<()> {
         on_pool!(self, pool => {
             sqlx::query("DELETE FROM idempotency_records WHERE account_id = $1 AND idempotency_key = $2 AND state = $3")
-                .bind(account.0)
+                .bind(account.number())
                 .bind(key)
-                .bind(STATE_IN_FLIGHT)
+                .bind(IdempotencyState::InFlight)
                 .execute(pool)
                 .await
                 .map(|_| ())
@@ -119,7 +127,7 @@ impl Store {
     pub async fn count_idempotency_records(&self, account: &AccountId) -> StoreResult<i64> {
         Ok(on_pool!(self, pool => {
             sqlx::query_scalar("SELECT COUNT(*) FROM idempotency_records WHERE account_id = $1")
-                .bind(account.0)
+                .bind(account.number())
                 .fetch_one(pool)
                 .await
         })?)
@@ -134,12 +142,12 @@ macro_rules! complete_in_tx {
             "UPDATE idempotency_records SET state = $3, response_status = $4, response_body = $5 \
              WHERE account_id = $1 AND idempotency_key = $2 AND state = $6",
         )
-        .bind($account.0)
+        .bind($account.number())
         .bind($completion.key)
-        .bind($crate::store::idempotency::STATE_DONE)
+        .bind($crate::store::idempotency::IdempotencyState::Done)
         .bind(i64::from($completion.status))
         .bind($completion.body)
-        .bind($crate::store::idempotency::STATE_IN_FLIGHT)
+        .bind($crate::store::idempotency::IdempotencyState::InFlight)
         .execute(&mut *$tx)
         .await
         .map(|r| r.rows_affected() == 1)

@@ -20,13 +20,17 @@ use std::time::Duration;
 pub mod accounts;
 pub mod capabilities;
 pub mod capability_tests;
+mod columns;
 pub mod conversations;
 pub mod credentials;
 pub mod diagnostics;
+mod error;
 pub mod gap_events;
 pub mod idempotency;
 pub mod policy;
 pub mod signing_keys;
+
+pub use error::{Constraint, StoreError};
 
 /// Runs `$body` with `$pool` bound to the concrete pool of `$store`.
 macro_rules! on_pool {
@@ -51,64 +55,6 @@ pub enum DatabaseKind {
     SqliteFile(PathBuf),
     SqliteMemory,
     Postgres,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("unsupported database URL {0:?}: use sqlite://PATH or postgres://…")]
-    UnsupportedUrl(String),
-    #[error("the record already exists")]
-    AlreadyExists,
-    #[error("no such record")]
-    NotFound,
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
-    #[error("database migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("stored data is corrupt: {0}")]
-    Corrupt(String),
-    /// The database did not answer within the caller's deadline.
-    #[error("the database did not answer in time")]
-    Timeout,
-}
-
-impl StoreError {
-    /// Unique-constraint violations become [`StoreError::AlreadyExists`].
-    pub(crate) fn from_insert(err: sqlx::Error) -> Self {
-        match &err {
-            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::AlreadyExists,
-            _ => StoreError::Database(err),
-        }
-    }
-}
-
-impl StoreError {
-    /// Whether the database is unreachable, busy or shutting down (worth a
-    /// retry later: 503), as opposed to a bug or corrupt data (500). The
-    /// only place that looks inside the driver's errors.
-    pub fn is_unavailable(&self) -> bool {
-        match self {
-            StoreError::Timeout => true,
-            StoreError::Database(
-                sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::Io(_)
-                | sqlx::Error::Tls(_),
-            ) => true,
-            StoreError::Database(sqlx::Error::Database(db)) => {
-                is_unavailable_code(db.code().as_deref())
-            }
-            _ => false,
-        }
-    }
-}
-
-/// SQLite busy/locked and PostgreSQL shutdown / connection classes.
-fn is_unavailable_code(code: Option<&str>) -> bool {
-    matches!(
-        code,
-        Some("5" | "6" | "517" | "57P01" | "57P02" | "57P03" | "3D000")
-    ) || code.is_some_and(|c| c.starts_with("08"))
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -2,8 +2,8 @@
 
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
+use crate::domain::account::AccountId;
 use crate::domain::policy::AgentPolicy;
-use crate::store::accounts::AccountId;
 
 #[derive(Debug, Clone)]
 pub struct StoredPolicy {
@@ -17,7 +17,7 @@ impl Store {
     pub async fn get_policy(&self, account: &AccountId) -> StoreResult<Option<StoredPolicy>> {
         let row: Option<(String, i64, i64)> = on_pool!(self, pool => {
             sqlx::query_as("SELECT policy, revision, updated_at FROM agent_policies WHERE account_id = $1")
-                .bind(account.0)
+                .bind(account.number())
                 .fetch_optional(pool)
                 .await
         })?;
@@ -48,7 +48,7 @@ impl Store {
                  revision = agent_policies.revision + 1, updated_at = excluded.updated_at \
                  RETURNING revision",
             )
-            .bind(account.0)
+            .bind(account.number())
             .bind(&json)
             .bind(now)
             .fetch_one(pool)
@@ -65,7 +65,7 @@ impl Store {
     pub async fn delete_policy(&self, account: &AccountId) -> StoreResult<bool> {
         let deleted = on_pool!(self, pool => {
             sqlx::query("DELETE FROM agent_policies WHERE account_id = $1")
-                .bind(account.0)
+                .bind(account.number())
                 .execute(pool)
                 .await
                 .map(|r| r.rows_affected())

@@ -71,8 +71,8 @@ both_backends! {
         let (_, body) = shop.say(Some(&c2), "¿Qué pedidos tiene ese cliente?").await;
         assert_eq!(shop.calls().len(), 4, "not called with the ID: {body}");
         assert!(reply(&body).contains("el nombre del cliente"), "{body}");
-        assert_eq!(shop.app.store.conversation_references(&c2).await.unwrap(), vec![], "the ID-like value is not kept as a reference");
-        let kept = shop.app.store.conversation_references(&c).await.unwrap();
+        assert_eq!(shop.references(&c2).await, vec![], "the ID-like value is not kept as a reference");
+        let kept = shop.references(&c).await;
         assert_eq!(kept.iter().map(|r| r.value.as_str()).collect::<Vec<_>>(), ["Ana Pérez"], "the name-like one is");
     }
 

@@ -654,7 +654,7 @@ impl Harness {
                 .await
                 .unwrap(),
         };
-        let account_id = store.find_account(ACCOUNT).await.unwrap().unwrap().0;
+        let account_id = store.find_account(ACCOUNT).await.unwrap().unwrap().number();
         let endpoint = host_endpoint().await;
         Harness {
             store,
@@ -975,7 +975,7 @@ impl Harness {
             warden::crypto::master_key::MasterKey::from_base64(MASTER_KEY).unwrap(),
             vec![],
         );
-        let account = warden::store::accounts::AccountId(self.account_id);
+        let account = self.store.find_account(ACCOUNT).await.unwrap().unwrap();
         let workers: Vec<usize> = self
             .ledger
             .lock()
@@ -993,7 +993,7 @@ impl Harness {
                 .unwrap();
             let observed = match &row {
                 None => None,
-                Some(r) if r.status == "revoked" => {
+                Some(r) if r.status.as_str() == "revoked" => {
                     assert!(
                         r.ciphertext.is_none(),
                         "{reference}: revoked but the secret is kept"

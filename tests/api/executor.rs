@@ -76,7 +76,7 @@ both_backends! {
         let account = app.store.find_account("acme").await.unwrap().unwrap();
         let records = app.store.list_test_records(&account, &id).await.unwrap();
         assert_eq!(records.len(), 1);
-        assert_eq!(records[0].status, "passed");
+        assert_eq!(records[0].status.as_str(), "passed");
     }
 
     async fn api_key_and_basic_credentials_are_injected_per_type(backend: Backend) {

@@ -36,5 +36,6 @@ mod signing;
 mod slow_clients;
 mod ssrf;
 mod storage;
+mod store_boundary;
 mod tenant_patterns;
 mod tidy;

@@ -193,6 +193,21 @@ impl Shop {
         status_and_json(response).await
     }
 
+    /// The rule-4 references the store keeps for one of the shop's conversations.
+    pub async fn references(
+        &self,
+        conversation: &str,
+    ) -> Vec<warden::store::conversations::StoredReference> {
+        let store = &self.app.store;
+        let account = store.find_account("shop").await.unwrap().unwrap();
+        let row = store
+            .find_conversation(&account, conversation)
+            .await
+            .unwrap()
+            .unwrap();
+        store.conversation_references(&row).await.unwrap()
+    }
+
     /// Paths the endpoint was called on, in order.
     pub fn calls(&self) -> Vec<(String, Value)> {
         self.endpoint

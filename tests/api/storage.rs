@@ -3,8 +3,8 @@
 use crate::helpers::*;
 use warden::domain::diagnostics::DiagnosticMode;
 use warden::domain::policy::AgentPolicy;
-use warden::store::StoreError;
 use warden::store::accounts::KeyRefusal;
+use warden::store::{Constraint, StoreError};
 
 fn policy(text: &str) -> AgentPolicy {
     AgentPolicy {
@@ -42,7 +42,7 @@ both_backends! {
         let db = TestDb::new(backend).await;
         let store = warden::store::Store::connect(&db.url).await.unwrap();
         store.create_account("acme").await.unwrap();
-        assert!(matches!(store.create_account("acme").await, Err(StoreError::AlreadyExists)));
+        assert!(matches!(store.create_account("acme").await, Err(StoreError::Conflict(Constraint::AccountName))));
         assert!(store.find_account("acme").await.unwrap().is_some());
         assert!(store.find_account("nobody").await.unwrap().is_none());
     }

@@ -113,6 +113,21 @@ fn no_regex_engine_runs_tenant_patterns_in_the_server() {
 }
 
 #[test]
+fn only_the_store_vouches_for_an_account() {
+    // An `AccountId` is proof that the account was resolved (from a key or
+    // a row): the store is its only maker.
+    let hits = offenders(
+        "AccountId::from_stored",
+        &["src/store/", "src/domain/account.rs"],
+    );
+    assert!(
+        hits.is_empty(),
+        "an AccountId made outside the store:\n{}",
+        hits.join("\n")
+    );
+}
+
+#[test]
 fn every_unsafe_block_says_why_it_is_sound() {
     let root = root();
     let mut hits = Vec::new();

@@ -135,7 +135,7 @@ pub struct Node {
     pub not: Option<Box<Node>>,
     /// Name -> index into `properties`, built only for large objects.
     index: Option<HashMap<String, usize, BuildHasherDefault<Fnv>>>,
-    /// Derived at compile time for the streaming pass (`stream.rs`), like
+    /// Derived at compile time for the streaming pass (`stream/`), like
     /// `index`: one [`NameKey`] per property (in `properties` order), and
     /// whether every name is plain. A compiled node is not to be changed.
     keys: Vec<NameKey>,
