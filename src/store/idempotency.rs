@@ -87,7 +87,7 @@ impl Store {
         })?;
         Ok(match row {
             Some((hash, _, _, _)) if hash != request_hash => Claim::KeyReused,
-            Some((_, state, Some(status), Some(body))) if state == IdempotencyState::Done => {
+            Some((_, IdempotencyState::Done, Some(status), Some(body))) => {
                 Claim::Replay {
                     status: u16::try_from(status).unwrap_or(500),
                     body,
