@@ -327,7 +327,10 @@ impl Node {
     /// `serde_json::Value`, checked by the tree walker): `enum`, `const`,
     /// `required` without `properties`, combinators other than branches
     /// that only list required properties declared here (contract 2.6 rule
-    /// 8, decidable from the members present).
+    /// 8, decidable from the members present), and any combinator on a
+    /// node whose type admits more than objects (the pass decides
+    /// combinators only from an object's members; on other values such
+    /// branches hold, so `not` and `oneOf` of two refuse them).
     #[inline]
     pub(crate) fn whole(&self) -> bool {
         if self.derived {
@@ -338,9 +341,11 @@ impl Node {
     }
 
     fn needs_whole_value(&self) -> bool {
+        let combinators = !self.any_of.is_empty() || !self.one_of.is_empty() || self.not.is_some();
         self.enumeration.is_some()
             || self.constant.is_some()
             || (!self.required.is_empty() && self.properties.is_empty())
+            || (combinators && self.types != types::OBJECT)
             || !self
                 .any_of
                 .iter()

@@ -91,10 +91,16 @@ fn required_only(branch: &Node, parent: &Node) -> bool {
         && branch.required.iter().all(|r| parent.property(r).is_some())
 }
 
+/// As `Node::needs_whole_value`: combinators are decided here only on an
+/// object's members, so a node with combinators that admits other values
+/// needs the whole value too (this pass had skipped them there, as the
+/// streaming pass did).
 fn needs_value(node: &Node) -> bool {
+    let combinators = !node.any_of.is_empty() || !node.one_of.is_empty() || node.not.is_some();
     node.enumeration.is_some()
         || node.constant.is_some()
         || (!node.required.is_empty() && node.properties.is_empty())
+        || (combinators && node.types != types::OBJECT)
         || !node
             .any_of
             .iter()

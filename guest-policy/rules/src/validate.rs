@@ -539,4 +539,138 @@ mod tests {
         let deep = "[".repeat(10_000);
         assert_eq!(s.validate_text(&deep).unwrap_err()[0].rule, "invalid-json");
     }
+
+    /// How `value`, as property `v` of an input object whose `v` is `prop`,
+    /// is judged by the tree walker, and by the streaming pass on compact and
+    /// on spaced text, validating and pruning: one line for each of them
+    /// that does not say `expected`.
+    fn misjudged(prop: Value, value: Value, expected: bool) -> Vec<String> {
+        let schema = json!({"type": "object", "additionalProperties": false,
+            "properties": {"v": prop}});
+        let s = compile(Dialect::Input, &schema)
+            .unwrap_or_else(|e| panic!("{schema} does not compile: {e:?}"));
+        let doc = json!({ "v": value });
+        let compact = doc.to_string();
+        let spaced = serde_json::to_string_pretty(&doc).unwrap();
+        [
+            ("tree", s.validate(&doc).is_ok()),
+            ("text", s.validate_text(&compact).is_ok()),
+            ("spaced text", s.validate_text(&spaced).is_ok()),
+            ("prune text", s.prune_text(&compact).is_ok()),
+        ]
+        .into_iter()
+        .filter(|&(_, ok)| ok != expected)
+        .map(|(how, ok)| format!("{how} says valid={ok}: {value} against {schema}"))
+        .collect()
+    }
+
+    /// Contract 2.6 rule 8's combinators constrain every value, not only
+    /// objects: on a value that is not an object a branch that only lists
+    /// `required` (or nothing) holds (JSON Schema's `required` ignores
+    /// non-objects), so `not` of it refuses the value, `oneOf` of two such
+    /// branches refuses it, `anyOf` and a single `oneOf` branch accept it.
+    /// The streaming pass once skipped them on anything but an object.
+    #[test]
+    fn combinators_judge_values_that_are_not_objects() {
+        let mut wrong = Vec::new();
+        let mut judged = |prop, value, expected| wrong.extend(misjudged(prop, value, expected));
+        let s5 = json!({"type": "string", "maxLength": 5});
+        let with = |base: &Value, kw: &str, v: Value| {
+            let mut b = base.clone();
+            b[kw] = v;
+            b
+        };
+        // The cases: an empty `not` refuses everything.
+        let not_empty = json!({});
+        judged(
+            with(&json!({"type": "integer"}), "not", not_empty.clone()),
+            json!(1),
+            false,
+        );
+        judged(
+            with(&json!({"type": "number"}), "not", not_empty.clone()),
+            json!(1.5),
+            false,
+        );
+        judged(with(&s5, "not", not_empty.clone()), json!("foo"), false);
+        judged(
+            with(
+                &json!({"type": "array", "maxItems": 3, "items": {"type": "integer"}}),
+                "not",
+                not_empty.clone(),
+            ),
+            json!([]),
+            false,
+        );
+        judged(
+            with(&json!({"type": "null"}), "not", not_empty.clone()),
+            json!(null),
+            false,
+        );
+        judged(
+            with(&json!({"type": "boolean"}), "not", not_empty.clone()),
+            json!(true),
+            false,
+        );
+        judged(
+            json!({"type": "string", "maxLength": 10, "oneOf": [{}, {}]}),
+            json!("x"),
+            false,
+        );
+        // A single branch, anyOf: the value passes.
+        judged(with(&s5, "oneOf", json!([{}])), json!("x"), true);
+        judged(with(&s5, "anyOf", json!([{}, {}])), json!("x"), true);
+        // Branches listing required properties, on a value that may be an
+        // object or not.
+        let either = json!({"type": ["object", "string", "integer"], "maxLength": 5,
+            "additionalProperties": false,
+            "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}}});
+        let two = json!([{"required": ["a"]}, {"required": ["b"]}]);
+        for v in [json!("x"), json!(7)] {
+            judged(
+                with(&either, "not", json!({"required": ["a"]})),
+                v.clone(),
+                false,
+            );
+            judged(with(&either, "oneOf", two.clone()), v.clone(), false);
+            judged(with(&either, "anyOf", two.clone()), v.clone(), true);
+            judged(
+                with(&either, "oneOf", json!([{"required": ["a"]}])),
+                v,
+                true,
+            );
+        }
+        judged(
+            with(&either, "not", json!({"required": ["a"]})),
+            json!({"b": true}),
+            true,
+        );
+        judged(
+            with(&either, "not", json!({"required": ["a"]})),
+            json!({"a": true}),
+            false,
+        );
+        judged(
+            with(&either, "oneOf", two.clone()),
+            json!({"a": true}),
+            true,
+        );
+        judged(
+            with(&either, "oneOf", two.clone()),
+            json!({"a": true, "b": true}),
+            false,
+        );
+        // In array items, where scalars take the array's own fast path.
+        judged(
+            json!({"type": "array", "maxItems": 3, "items": with(&json!({"type": "integer"}), "not", json!({}))}),
+            json!([1]),
+            false,
+        );
+        judged(
+            json!({"type": "array", "maxItems": 3, "items": with(&s5, "oneOf", json!([{}, {}]))}),
+            json!(["x"]),
+            false,
+        );
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
 }
