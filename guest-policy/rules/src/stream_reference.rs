@@ -15,7 +15,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde_json::Value;
 
 use crate::schema::{Node, Schema, types};
-use crate::validate::{Path, check_tree, prune_tree};
+use crate::validate::{Path, check_tree, keeps_declared_only, prune_tree};
 use crate::violation::{Violation, Violations};
 
 struct State {
@@ -323,8 +323,7 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
             return Ok(());
         }
         let node = self.node;
-        let declared_only =
-            self.prune && (node.types & types::OBJECT != 0 || !node.properties.is_empty());
+        let declared_only = self.prune && keeps_declared_only(node);
         let mut seen = vec![false; node.properties.len()];
         let mut first = true;
         self.st.write(b"{");

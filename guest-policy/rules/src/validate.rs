@@ -68,9 +68,17 @@ pub(crate) fn check_string_into(node: &Node, s: &str, at: &Path<'_>, out: &mut V
     check_string(node, s, at, &mut Sink::Report(out))
 }
 
+/// Whether pruning keeps only the declared members of an object value at
+/// `node`: an object schema (its type says object, it declares properties,
+/// or it closes the object, as 2.6 rule 1 has every object schema do).
+/// Any other schema (`{}`, a bare `enum` or `const`) keeps the value whole.
+pub(crate) fn keeps_declared_only(node: &Node) -> bool {
+    node.types & types::OBJECT != 0 || !node.properties.is_empty() || node.closed
+}
+
 fn prune(node: &Node, value: &mut Value) {
     match value {
-        Value::Object(map) if node.types & types::OBJECT != 0 || !node.properties.is_empty() => {
+        Value::Object(map) if keeps_declared_only(node) => {
             map.retain(|k, _| node.property(k).is_some());
             for (k, v) in map.iter_mut() {
                 if let Some(child) = node.property(k) {
@@ -468,6 +476,43 @@ mod tests {
             .unwrap_err();
         assert_eq!(err[0].rule, "string-too-long");
         assert_eq!(err.len(), 1);
+    }
+
+    /// Contract 2.6 rule 9: undeclared output fields are removed, also
+    /// under an object schema that only closes the object (no `type`, no
+    /// `properties`: every member is undeclared; an output root, or a
+    /// member that says `enum` or `const`). Both pruners once kept them and
+    /// then refused the result as `property-not-allowed`.
+    #[test]
+    fn a_closed_schema_without_type_prunes_every_member() {
+        let nested = json!({"type": "object", "additionalProperties": false,
+            "properties": {"o": {"enum": [{}, 1], "additionalProperties": false}}});
+        for (schema, input, pruned) in [
+            (
+                json!({"additionalProperties": false}),
+                json!({"x": 1, "y": [2]}),
+                json!({}),
+            ),
+            (
+                nested,
+                json!({"o": {"x": {"y": 1}}, "z": 2}),
+                json!({"o": {}}),
+            ),
+        ] {
+            let s = compile(Dialect::Output, &schema).unwrap();
+            assert_eq!(s.prune(input.clone()).unwrap(), pruned, "{schema}");
+            let text = s.prune_text(&input.to_string()).unwrap();
+            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), pruned);
+            assert_eq!(
+                serde_json::from_str::<Value>(&s.prune_text(&input.to_string()).unwrap()).unwrap(),
+                serde_json::from_str::<Value>(
+                    &crate::stream_reference::run(&s, &input.to_string(), true).unwrap()
+                )
+                .unwrap()
+            );
+            // Not pruned, the members are refused.
+            assert!(s.validate(&input).is_err());
+        }
     }
 
     #[test]
