@@ -125,8 +125,8 @@ pub struct Node {
     pub max_items: Option<u64>,
     pub min_length: Option<u64>,
     pub max_length: Option<u64>,
-    pub minimum: Option<f64>,
-    pub maximum: Option<f64>,
+    pub minimum: Option<crate::number::Exact>,
+    pub maximum: Option<crate::number::Exact>,
     pub enumeration: Option<Vec<Value>>,
     pub constant: Option<Value>,
     pub pattern: Option<crate::pattern::Pattern>,
@@ -767,9 +767,9 @@ impl Compiler<'_> {
                 ("maximum", &mut node.maximum),
             ] {
                 if let Some(v) = obj.get(kw) {
-                    match v.as_f64() {
-                        Some(f) if node.types & (types::NUMBER | types::INTEGER) != 0 => {
-                            *slot = Some(f)
+                    match v.as_number().map(crate::number::Exact::of) {
+                        Some(n) if node.types & (types::NUMBER | types::INTEGER) != 0 => {
+                            *slot = Some(n)
                         }
                         Some(_) => self.out.push(
                             &at.key(kw),
@@ -785,7 +785,7 @@ impl Compiler<'_> {
                 }
             }
             if let (Some(lo), Some(hi)) = (node.minimum, node.maximum)
-                && lo > hi
+                && lo.compare(hi).is_gt()
             {
                 self.out.push(
                     &at.key("minimum"),

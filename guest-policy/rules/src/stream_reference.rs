@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use crate::number::Exact;
 use crate::schema::{Node, Schema, types};
 use crate::validate::{Path, check_tree, keeps_declared_only, prune_tree};
 use crate::violation::{Violation, Violations};
@@ -170,12 +171,12 @@ impl NodeVisitor<'_, '_, '_> {
         true
     }
 
-    fn number(&mut self, f: f64, actual: u8) {
+    fn number(&mut self, x: Exact, actual: u8) {
         if !self.ty(actual) {
             return;
         }
         if let Some(m) = self.node.minimum
-            && f < m
+            && x.compare(m).is_lt()
         {
             self.st.fail(
                 self.path,
@@ -184,7 +185,7 @@ impl NodeVisitor<'_, '_, '_> {
             );
         }
         if let Some(m) = self.node.maximum
-            && f > m
+            && x.compare(m).is_gt()
         {
             self.st.fail(
                 self.path,
@@ -221,7 +222,7 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
     }
 
     fn visit_i64<E>(mut self, v: i64) -> Result<(), E> {
-        self.number(v as f64, types::NUMBER | types::INTEGER);
+        self.number(Exact::Int(v.into()), types::NUMBER | types::INTEGER);
         if let Some(o) = &mut self.st.out {
             let _ = write!(o, "{v}");
         }
@@ -229,7 +230,7 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
     }
 
     fn visit_u64<E>(mut self, v: u64) -> Result<(), E> {
-        self.number(v as f64, types::NUMBER | types::INTEGER);
+        self.number(Exact::Int(v.into()), types::NUMBER | types::INTEGER);
         if let Some(o) = &mut self.st.out {
             let _ = write!(o, "{v}");
         }
@@ -242,7 +243,7 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
         } else {
             types::NUMBER
         };
-        self.number(v, actual);
+        self.number(Exact::Float(v), actual);
         if let Some(o) = &mut self.st.out {
             let _ = serde_json::to_writer(o, &v);
         }

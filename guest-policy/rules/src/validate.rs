@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::number::Exact;
 use crate::schema::{Node, Schema, types};
 use crate::violation::{Pointer, Violation, Violations};
 
@@ -162,18 +163,12 @@ pub(crate) fn type_names(t: u8) -> String {
         .join(" or ")
 }
 
-/// JSON equality with numbers compared by value (1 == 1.0).
+/// JSON equality with numbers compared by value (1 == 1.0), exactly, as
+/// JSON Schema compares them (2^64 does not equal u64::MAX, though both
+/// round to the same f64).
 pub fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            if let (Some(x), Some(y)) = (x.as_i64(), y.as_i64()) {
-                x == y
-            } else if let (Some(x), Some(y)) = (x.as_u64(), y.as_u64()) {
-                x == y
-            } else {
-                x.as_f64() == y.as_f64()
-            }
-        }
+        (Value::Number(x), Value::Number(y)) => Exact::of(x).equals(Exact::of(y)),
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
         }
@@ -214,17 +209,16 @@ fn check(node: &Node, value: &Value, at: &Path<'_>, sink: &mut Sink<'_>) {
         Value::Array(items) => check_array(node, items, at, sink),
         Value::Object(map) => check_object(node, map, at, sink),
         Value::Number(n) => {
-            if let Some(f) = n.as_f64() {
-                if node.minimum.is_some_and(|m| f < m) {
-                    sink.fail(at, "number-too-small", || {
-                        format!("must be at least {}", node.minimum.unwrap_or_default())
-                    });
-                }
-                if node.maximum.is_some_and(|m| f > m) {
-                    sink.fail(at, "number-too-large", || {
-                        format!("must be at most {}", node.maximum.unwrap_or_default())
-                    });
-                }
+            let x = Exact::of(n);
+            if let Some(m) = node.minimum
+                && x.compare(m).is_lt()
+            {
+                sink.fail(at, "number-too-small", || format!("must be at least {m}"));
+            }
+            if let Some(m) = node.maximum
+                && x.compare(m).is_gt()
+            {
+                sink.fail(at, "number-too-large", || format!("must be at most {m}"));
             }
         }
         _ => {}
@@ -512,6 +506,49 @@ mod tests {
             );
             // Not pruned, the members are refused.
             assert!(s.validate(&input).is_err());
+        }
+    }
+
+    /// Numbers compare by value, exactly, as JSON Schema compares them:
+    /// through `f64` alone, integers past 2^53 were rounded, so 2^64 (a
+    /// float) equalled u64::MAX and 9007199254740992.0 passed a `minimum` of
+    /// 9007199254740993.
+    #[test]
+    fn numbers_compare_exactly_past_f64_precision() {
+        let s = json!({"type": "object", "additionalProperties": false, "properties": {
+            "e": {"enum": [18_446_744_073_709_551_615_u64, 2]},
+            "c": {"const": 9_007_199_254_740_993_u64}}});
+        assert_eq!(
+            errs(s.clone(), json!({"e": 18_446_744_073_709_551_616.0})),
+            vec![e("/e", "enum-mismatch")]
+        );
+        assert_eq!(
+            errs(s.clone(), json!({"c": 9_007_199_254_740_992.0})),
+            vec![e("/c", "const-mismatch")]
+        );
+        assert!(errs(s, json!({"e": 2.0, "c": 9_007_199_254_740_993_u64})).is_empty());
+
+        let bounded = compile(
+            Dialect::Integration,
+            &json!({"type": "object",
+            "additionalProperties": false, "properties": {
+                "lo": {"type": "integer", "minimum": 9_007_199_254_740_993_u64},
+                "hi": {"type": "number", "maximum": 9_007_199_254_740_992.0}}}),
+        )
+        .unwrap();
+        for (doc, rule) in [
+            (r#"{"lo":9007199254740992.0}"#, Some("number-too-small")),
+            (r#"{"lo":9007199254740992}"#, Some("number-too-small")),
+            (r#"{"lo":9007199254740993}"#, None),
+            (r#"{"hi":9007199254740993}"#, Some("number-too-large")),
+            (r#"{"hi":9007199254740992}"#, None),
+            (r#"{"hi":-1e300}"#, None),
+        ] {
+            let tree = bounded.validate(&serde_json::from_str(doc).unwrap());
+            for got in [tree, bounded.validate_text(doc)] {
+                let got = got.err().map(|v| v[0].rule.clone());
+                assert_eq!(got.as_deref(), rule, "{doc}");
+            }
         }
     }
 
