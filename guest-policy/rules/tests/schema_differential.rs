@@ -25,11 +25,15 @@
 //! Patterns are drawn from a fixed list of ECMAScript patterns with strings
 //! that match or nearly match them: literals, classes and ranges (astral
 //! ones too), anchors, groups, alternation, counted repetition, `.`, `\d`,
-//! `\w`, `\s`, `\S`, `\b`, `\p{L}`, `\u{...}`, `\cJ`, lookahead; strings
-//! include `\r`, U+2028 and the other characters where regex dialects
-//! differ. `regress` (the crate's engine) and `jsonschema`'s translation to
-//! its own engine gave the same verdicts on all of them. Backreferences are
-//! left out: the checker refuses them (`regex_guard`).
+//! `\w`, `\s`, `\S`, `\p{L}`, `\u{...}`, `\cJ`, lookahead (U+00A0, U+FEFF,
+//! U+2028 and other characters where `\s` differs between regex dialects
+//! included). Two differences between the engines are known and kept out:
+//! `jsonschema`'s `.` matches `\r`, U+2028 and U+2029, and its `\b` counts
+//! non-ASCII letters as word characters (`\bab\b` does not match "éab"),
+//! where ECMAScript (and `regress`, the crate's engine, as contract 2.6
+//! rule 7 requires) does neither; so generated strings never hold those
+//! three characters and no pattern uses `\b`. Backreferences are left
+//! out: the checker refuses them (`regex_guard`).
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -77,15 +81,9 @@ const PATTERNS: &[(&str, &[&str])] = &[
     ("^(ab|c)*$", &["abc", "cab", "abab", "a", "", "b"]),
     ("^[^x]*$", &["abc", "axc", "", "é"]),
     ("x|y", &["x", "zy", "z"]),
-    (
-        "^a.c$",
-        &["abc", "aéc", "a\nc", "ac", "a😀c", "a\rc", "a\u{2028}c"],
-    ),
+    ("^a.c$", &["abc", "aéc", "a\nc", "ac", "a😀c"]),
     ("^\\d+$", &["123", "12a", "", "٣"]),
-    (
-        "^.{2}$",
-        &["ab", "é😀", "a", "abc", "a\n", "a\r", "\u{2029}b"],
-    ),
+    ("^.{2}$", &["ab", "é😀", "a", "abc", "a\n"]),
     ("é", &["é", "e", "aéb"]),
     ("^\\w+$", &["ab_1", "é", "a b", ""]),
     (
@@ -95,7 +93,6 @@ const PATTERNS: &[(&str, &[&str])] = &[
         ],
     ),
     ("^\\S+$", &["ab", "a\u{a0}", "a\u{feff}"]),
-    ("\\bab\\b", &["ab", "xab", "é ab", "éab"]),
     ("^(?=a)\\w{2}$", &["ab", "ba"]),
     ("^(?!b)[a-c]{2}$", &["ab", "ba"]),
     ("^\\p{L}+$", &["abé", "a1", "ñ"]),
@@ -130,7 +127,7 @@ const NAMES: &[&str] = &[
 /// characters JSON escapes (`"`, `\`, newline, a control character).
 const CHARS: &[char] = &[
     'a', 'b', 'c', 'x', 'z', 'A', 'Z', '0', '1', '9', '-', '_', ' ', 'é', 'ñ', '😀', '"', '\\',
-    '\n', '\u{1}', '/', '\r', '\u{2028}',
+    '\n', '\u{1}', '/',
 ];
 
 struct Gen<'r> {
