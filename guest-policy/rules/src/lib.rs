@@ -19,7 +19,8 @@
 //!   `stream_reference.rs` (test builds only) is the previous pass, the
 //!   oracle of its differential tests;
 //! - [`definition`]: the capability-definition rules of 2.5;
-//! - [`url`], [`secrets`], [`regex_guard`], [`pattern`]: helpers of those rules;
+//! - [`url`], [`secrets`], [`regex_guard`], [`pattern`], [`number`]: helpers of
+//!   those rules;
 //! - [`address`]: the one table of refused address classes, shared with the
 //!   server's executor (which checks every resolved address with it);
 //! - [`interaction`]: the closed host-interaction result (2.3, rules 9 and 10);
@@ -33,6 +34,7 @@ pub mod cache;
 pub mod candidates;
 pub mod definition;
 pub mod interaction;
+pub mod number;
 pub mod pattern;
 pub mod regex_guard;
 pub mod schema;

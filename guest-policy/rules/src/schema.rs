@@ -125,8 +125,8 @@ pub struct Node {
     pub max_items: Option<u64>,
     pub min_length: Option<u64>,
     pub max_length: Option<u64>,
-    pub minimum: Option<f64>,
-    pub maximum: Option<f64>,
+    pub minimum: Option<crate::number::Exact>,
+    pub maximum: Option<crate::number::Exact>,
     pub enumeration: Option<Vec<Value>>,
     pub constant: Option<Value>,
     pub pattern: Option<crate::pattern::Pattern>,
@@ -327,7 +327,10 @@ impl Node {
     /// `serde_json::Value`, checked by the tree walker): `enum`, `const`,
     /// `required` without `properties`, combinators other than branches
     /// that only list required properties declared here (contract 2.6 rule
-    /// 8, decidable from the members present).
+    /// 8, decidable from the members present), and any combinator on a
+    /// node whose type admits more than objects (the pass decides
+    /// combinators only from an object's members; on other values such
+    /// branches hold, so `not` and `oneOf` of two refuse them).
     #[inline]
     pub(crate) fn whole(&self) -> bool {
         if self.derived {
@@ -338,9 +341,11 @@ impl Node {
     }
 
     fn needs_whole_value(&self) -> bool {
+        let combinators = !self.any_of.is_empty() || !self.one_of.is_empty() || self.not.is_some();
         self.enumeration.is_some()
             || self.constant.is_some()
             || (!self.required.is_empty() && self.properties.is_empty())
+            || (combinators && self.types != types::OBJECT)
             || !self
                 .any_of
                 .iter()
@@ -762,9 +767,9 @@ impl Compiler<'_> {
                 ("maximum", &mut node.maximum),
             ] {
                 if let Some(v) = obj.get(kw) {
-                    match v.as_f64() {
-                        Some(f) if node.types & (types::NUMBER | types::INTEGER) != 0 => {
-                            *slot = Some(f)
+                    match v.as_number().map(crate::number::Exact::of) {
+                        Some(n) if node.types & (types::NUMBER | types::INTEGER) != 0 => {
+                            *slot = Some(n)
                         }
                         Some(_) => self.out.push(
                             &at.key(kw),
@@ -780,7 +785,7 @@ impl Compiler<'_> {
                 }
             }
             if let (Some(lo), Some(hi)) = (node.minimum, node.maximum)
-                && lo > hi
+                && lo.compare(hi).is_gt()
             {
                 self.out.push(
                     &at.key("minimum"),

@@ -14,8 +14,9 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use crate::number::Exact;
 use crate::schema::{Node, Schema, types};
-use crate::validate::{Path, check_tree, prune_tree};
+use crate::validate::{Path, check_tree, keeps_declared_only, prune_tree};
 use crate::violation::{Violation, Violations};
 
 struct State {
@@ -91,10 +92,16 @@ fn required_only(branch: &Node, parent: &Node) -> bool {
         && branch.required.iter().all(|r| parent.property(r).is_some())
 }
 
+/// As `Node::needs_whole_value`: combinators are decided here only on an
+/// object's members, so a node with combinators that admits other values
+/// needs the whole value too (this pass had skipped them there, as the
+/// streaming pass did).
 fn needs_value(node: &Node) -> bool {
+    let combinators = !node.any_of.is_empty() || !node.one_of.is_empty() || node.not.is_some();
     node.enumeration.is_some()
         || node.constant.is_some()
         || (!node.required.is_empty() && node.properties.is_empty())
+        || (combinators && node.types != types::OBJECT)
         || !node
             .any_of
             .iter()
@@ -164,12 +171,12 @@ impl NodeVisitor<'_, '_, '_> {
         true
     }
 
-    fn number(&mut self, f: f64, actual: u8) {
+    fn number(&mut self, x: Exact, actual: u8) {
         if !self.ty(actual) {
             return;
         }
         if let Some(m) = self.node.minimum
-            && f < m
+            && x.compare(m).is_lt()
         {
             self.st.fail(
                 self.path,
@@ -178,7 +185,7 @@ impl NodeVisitor<'_, '_, '_> {
             );
         }
         if let Some(m) = self.node.maximum
-            && f > m
+            && x.compare(m).is_gt()
         {
             self.st.fail(
                 self.path,
@@ -215,7 +222,7 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
     }
 
     fn visit_i64<E>(mut self, v: i64) -> Result<(), E> {
-        self.number(v as f64, types::NUMBER | types::INTEGER);
+        self.number(Exact::Int(v.into()), types::NUMBER | types::INTEGER);
         if let Some(o) = &mut self.st.out {
             let _ = write!(o, "{v}");
         }
@@ -223,7 +230,7 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
     }
 
     fn visit_u64<E>(mut self, v: u64) -> Result<(), E> {
-        self.number(v as f64, types::NUMBER | types::INTEGER);
+        self.number(Exact::Int(v.into()), types::NUMBER | types::INTEGER);
         if let Some(o) = &mut self.st.out {
             let _ = write!(o, "{v}");
         }
@@ -236,7 +243,7 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
         } else {
             types::NUMBER
         };
-        self.number(v, actual);
+        self.number(Exact::Float(v), actual);
         if let Some(o) = &mut self.st.out {
             let _ = serde_json::to_writer(o, &v);
         }
@@ -317,8 +324,7 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, '_, '_> {
             return Ok(());
         }
         let node = self.node;
-        let declared_only =
-            self.prune && (node.types & types::OBJECT != 0 || !node.properties.is_empty());
+        let declared_only = self.prune && keeps_declared_only(node);
         let mut seen = vec![false; node.properties.len()];
         let mut first = true;
         self.st.write(b"{");

@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::number::Exact;
 use crate::schema::{Node, Schema, types};
 use crate::violation::{Pointer, Violation, Violations};
 
@@ -68,9 +69,17 @@ pub(crate) fn check_string_into(node: &Node, s: &str, at: &Path<'_>, out: &mut V
     check_string(node, s, at, &mut Sink::Report(out))
 }
 
+/// Whether pruning keeps only the declared members of an object value at
+/// `node`: an object schema (its type says object, it declares properties,
+/// or it closes the object, as 2.6 rule 1 has every object schema do).
+/// Any other schema (`{}`, a bare `enum` or `const`) keeps the value whole.
+pub(crate) fn keeps_declared_only(node: &Node) -> bool {
+    node.types & types::OBJECT != 0 || !node.properties.is_empty() || node.closed
+}
+
 fn prune(node: &Node, value: &mut Value) {
     match value {
-        Value::Object(map) if node.types & types::OBJECT != 0 || !node.properties.is_empty() => {
+        Value::Object(map) if keeps_declared_only(node) => {
             map.retain(|k, _| node.property(k).is_some());
             for (k, v) in map.iter_mut() {
                 if let Some(child) = node.property(k) {
@@ -154,18 +163,12 @@ pub(crate) fn type_names(t: u8) -> String {
         .join(" or ")
 }
 
-/// JSON equality with numbers compared by value (1 == 1.0).
+/// JSON equality with numbers compared by value (1 == 1.0), exactly, as
+/// JSON Schema compares them (2^64 does not equal u64::MAX, though both
+/// round to the same f64).
 pub fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            if let (Some(x), Some(y)) = (x.as_i64(), y.as_i64()) {
-                x == y
-            } else if let (Some(x), Some(y)) = (x.as_u64(), y.as_u64()) {
-                x == y
-            } else {
-                x.as_f64() == y.as_f64()
-            }
-        }
+        (Value::Number(x), Value::Number(y)) => Exact::of(x).equals(Exact::of(y)),
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
         }
@@ -206,17 +209,16 @@ fn check(node: &Node, value: &Value, at: &Path<'_>, sink: &mut Sink<'_>) {
         Value::Array(items) => check_array(node, items, at, sink),
         Value::Object(map) => check_object(node, map, at, sink),
         Value::Number(n) => {
-            if let Some(f) = n.as_f64() {
-                if node.minimum.is_some_and(|m| f < m) {
-                    sink.fail(at, "number-too-small", || {
-                        format!("must be at least {}", node.minimum.unwrap_or_default())
-                    });
-                }
-                if node.maximum.is_some_and(|m| f > m) {
-                    sink.fail(at, "number-too-large", || {
-                        format!("must be at most {}", node.maximum.unwrap_or_default())
-                    });
-                }
+            let x = Exact::of(n);
+            if let Some(m) = node.minimum
+                && x.compare(m).is_lt()
+            {
+                sink.fail(at, "number-too-small", || format!("must be at least {m}"));
+            }
+            if let Some(m) = node.maximum
+                && x.compare(m).is_gt()
+            {
+                sink.fail(at, "number-too-large", || format!("must be at most {m}"));
             }
         }
         _ => {}
@@ -470,6 +472,86 @@ mod tests {
         assert_eq!(err.len(), 1);
     }
 
+    /// Contract 2.6 rule 9: undeclared output fields are removed, also
+    /// under an object schema that only closes the object (no `type`, no
+    /// `properties`: every member is undeclared; an output root, or a
+    /// member that says `enum` or `const`). Both pruners once kept them and
+    /// then refused the result as `property-not-allowed`.
+    #[test]
+    fn a_closed_schema_without_type_prunes_every_member() {
+        let nested = json!({"type": "object", "additionalProperties": false,
+            "properties": {"o": {"enum": [{}, 1], "additionalProperties": false}}});
+        for (schema, input, pruned) in [
+            (
+                json!({"additionalProperties": false}),
+                json!({"x": 1, "y": [2]}),
+                json!({}),
+            ),
+            (
+                nested,
+                json!({"o": {"x": {"y": 1}}, "z": 2}),
+                json!({"o": {}}),
+            ),
+        ] {
+            let s = compile(Dialect::Output, &schema).unwrap();
+            assert_eq!(s.prune(input.clone()).unwrap(), pruned, "{schema}");
+            let text = s.prune_text(&input.to_string()).unwrap();
+            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), pruned);
+            assert_eq!(
+                serde_json::from_str::<Value>(&s.prune_text(&input.to_string()).unwrap()).unwrap(),
+                serde_json::from_str::<Value>(
+                    &crate::stream_reference::run(&s, &input.to_string(), true).unwrap()
+                )
+                .unwrap()
+            );
+            // Not pruned, the members are refused.
+            assert!(s.validate(&input).is_err());
+        }
+    }
+
+    /// Numbers compare by value, exactly, as JSON Schema compares them:
+    /// through `f64` alone, integers past 2^53 were rounded, so 2^64 (a
+    /// float) equalled u64::MAX and 9007199254740992.0 passed a `minimum` of
+    /// 9007199254740993.
+    #[test]
+    fn numbers_compare_exactly_past_f64_precision() {
+        let s = json!({"type": "object", "additionalProperties": false, "properties": {
+            "e": {"enum": [18_446_744_073_709_551_615_u64, 2]},
+            "c": {"const": 9_007_199_254_740_993_u64}}});
+        assert_eq!(
+            errs(s.clone(), json!({"e": 18_446_744_073_709_551_616.0})),
+            vec![e("/e", "enum-mismatch")]
+        );
+        assert_eq!(
+            errs(s.clone(), json!({"c": 9_007_199_254_740_992.0})),
+            vec![e("/c", "const-mismatch")]
+        );
+        assert!(errs(s, json!({"e": 2.0, "c": 9_007_199_254_740_993_u64})).is_empty());
+
+        let bounded = compile(
+            Dialect::Integration,
+            &json!({"type": "object",
+            "additionalProperties": false, "properties": {
+                "lo": {"type": "integer", "minimum": 9_007_199_254_740_993_u64},
+                "hi": {"type": "number", "maximum": 9_007_199_254_740_992.0}}}),
+        )
+        .unwrap();
+        for (doc, rule) in [
+            (r#"{"lo":9007199254740992.0}"#, Some("number-too-small")),
+            (r#"{"lo":9007199254740992}"#, Some("number-too-small")),
+            (r#"{"lo":9007199254740993}"#, None),
+            (r#"{"hi":9007199254740993}"#, Some("number-too-large")),
+            (r#"{"hi":9007199254740992}"#, None),
+            (r#"{"hi":-1e300}"#, None),
+        ] {
+            let tree = bounded.validate(&serde_json::from_str(doc).unwrap());
+            for got in [tree, bounded.validate_text(doc)] {
+                let got = got.err().map(|v| v[0].rule.clone());
+                assert_eq!(got.as_deref(), rule, "{doc}");
+            }
+        }
+    }
+
     #[test]
     fn streaming_handles_what_the_tree_cannot_see() {
         let s = compile(Dialect::Input, &schema()).unwrap();
@@ -538,5 +620,139 @@ mod tests {
         );
         let deep = "[".repeat(10_000);
         assert_eq!(s.validate_text(&deep).unwrap_err()[0].rule, "invalid-json");
+    }
+
+    /// How `value`, as property `v` of an input object whose `v` is `prop`,
+    /// is judged by the tree walker, and by the streaming pass on compact and
+    /// on spaced text, validating and pruning: one line for each of them
+    /// that does not say `expected`.
+    fn misjudged(prop: Value, value: Value, expected: bool) -> Vec<String> {
+        let schema = json!({"type": "object", "additionalProperties": false,
+            "properties": {"v": prop}});
+        let s = compile(Dialect::Input, &schema)
+            .unwrap_or_else(|e| panic!("{schema} does not compile: {e:?}"));
+        let doc = json!({ "v": value });
+        let compact = doc.to_string();
+        let spaced = serde_json::to_string_pretty(&doc).unwrap();
+        [
+            ("tree", s.validate(&doc).is_ok()),
+            ("text", s.validate_text(&compact).is_ok()),
+            ("spaced text", s.validate_text(&spaced).is_ok()),
+            ("prune text", s.prune_text(&compact).is_ok()),
+        ]
+        .into_iter()
+        .filter(|&(_, ok)| ok != expected)
+        .map(|(how, ok)| format!("{how} says valid={ok}: {value} against {schema}"))
+        .collect()
+    }
+
+    /// Contract 2.6 rule 8's combinators constrain every value, not only
+    /// objects: on a value that is not an object a branch that only lists
+    /// `required` (or nothing) holds (JSON Schema's `required` ignores
+    /// non-objects), so `not` of it refuses the value, `oneOf` of two such
+    /// branches refuses it, `anyOf` and a single `oneOf` branch accept it.
+    /// The streaming pass once skipped them on anything but an object.
+    #[test]
+    fn combinators_judge_values_that_are_not_objects() {
+        let mut wrong = Vec::new();
+        let mut judged = |prop, value, expected| wrong.extend(misjudged(prop, value, expected));
+        let s5 = json!({"type": "string", "maxLength": 5});
+        let with = |base: &Value, kw: &str, v: Value| {
+            let mut b = base.clone();
+            b[kw] = v;
+            b
+        };
+        // The issue's cases: an empty `not` refuses everything.
+        let not_empty = json!({});
+        judged(
+            with(&json!({"type": "integer"}), "not", not_empty.clone()),
+            json!(1),
+            false,
+        );
+        judged(
+            with(&json!({"type": "number"}), "not", not_empty.clone()),
+            json!(1.5),
+            false,
+        );
+        judged(with(&s5, "not", not_empty.clone()), json!("foo"), false);
+        judged(
+            with(
+                &json!({"type": "array", "maxItems": 3, "items": {"type": "integer"}}),
+                "not",
+                not_empty.clone(),
+            ),
+            json!([]),
+            false,
+        );
+        judged(
+            with(&json!({"type": "null"}), "not", not_empty.clone()),
+            json!(null),
+            false,
+        );
+        judged(
+            with(&json!({"type": "boolean"}), "not", not_empty.clone()),
+            json!(true),
+            false,
+        );
+        judged(
+            json!({"type": "string", "maxLength": 10, "oneOf": [{}, {}]}),
+            json!("x"),
+            false,
+        );
+        // A single branch, anyOf: the value passes.
+        judged(with(&s5, "oneOf", json!([{}])), json!("x"), true);
+        judged(with(&s5, "anyOf", json!([{}, {}])), json!("x"), true);
+        // Branches listing required properties, on a value that may be an
+        // object or not.
+        let either = json!({"type": ["object", "string", "integer"], "maxLength": 5,
+            "additionalProperties": false,
+            "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}}});
+        let two = json!([{"required": ["a"]}, {"required": ["b"]}]);
+        for v in [json!("x"), json!(7)] {
+            judged(
+                with(&either, "not", json!({"required": ["a"]})),
+                v.clone(),
+                false,
+            );
+            judged(with(&either, "oneOf", two.clone()), v.clone(), false);
+            judged(with(&either, "anyOf", two.clone()), v.clone(), true);
+            judged(
+                with(&either, "oneOf", json!([{"required": ["a"]}])),
+                v,
+                true,
+            );
+        }
+        judged(
+            with(&either, "not", json!({"required": ["a"]})),
+            json!({"b": true}),
+            true,
+        );
+        judged(
+            with(&either, "not", json!({"required": ["a"]})),
+            json!({"a": true}),
+            false,
+        );
+        judged(
+            with(&either, "oneOf", two.clone()),
+            json!({"a": true}),
+            true,
+        );
+        judged(
+            with(&either, "oneOf", two.clone()),
+            json!({"a": true, "b": true}),
+            false,
+        );
+        // In array items, where scalars take the array's own fast path.
+        judged(
+            json!({"type": "array", "maxItems": 3, "items": with(&json!({"type": "integer"}), "not", json!({}))}),
+            json!([1]),
+            false,
+        );
+        judged(
+            json!({"type": "array", "maxItems": 3, "items": with(&s5, "oneOf", json!([{}, {}]))}),
+            json!(["x"]),
+            false,
+        );
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }

@@ -38,8 +38,9 @@
 //! Duplicate declared members are refused (`duplicate-key`), not resolved.
 //!
 //! Nodes whose keywords need the whole value (`enum`, `const`, combinators
-//! other than the `required`-only branches of contract 2.6 rule 8, `required`
-//! on a node without properties), and values no schema constrains, are
+//! other than the `required`-only branches of contract 2.6 rule 8, any
+//! combinator on a node whose type admits more than objects, `required` on
+//! a node without properties), and values no schema constrains, are
 //! parsed into a `Value` by serde_json and checked by the tree walker of
 //! `validate.rs`, so both paths give the same verdicts; the tests of
 //! `validate.rs` run through both. That walker is all this module takes from

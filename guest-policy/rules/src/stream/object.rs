@@ -9,7 +9,7 @@ use super::scan::{plain_scalar, skip_plain};
 use super::seen::{Seen, SeenSet};
 use super::{Pass, R};
 use crate::schema::{Node, Scalar, types};
-use crate::validate::Path;
+use crate::validate::{Path, keeps_declared_only};
 
 impl<'t> Pass<'t> {
     /// A member name at `pos` (after whitespace): the name (borrowed from
@@ -88,9 +88,7 @@ impl<'t> Pass<'t> {
         let mut seen = S::for_properties(node.properties.len());
         let mut first = true;
         // Pruning drops what is not declared.
-        let skip_undeclared = self.out.is_some()
-            && (node.types & types::OBJECT != 0 || !node.properties.is_empty())
-            && node.plain_names();
+        let skip_undeclared = self.out.is_some() && keeps_declared_only(node) && node.plain_names();
         self.emit(open, open + 1);
         self.ws();
         let close = if self.peek() == Some(b'}') {
@@ -243,8 +241,7 @@ impl<'t> Pass<'t> {
         comma: usize,
         fast: Option<usize>,
     ) -> R<()> {
-        let declared_only =
-            self.out.is_some() && (node.types & types::OBJECT != 0 || !node.properties.is_empty());
+        let declared_only = self.out.is_some() && keeps_declared_only(node);
         let (name, ks, ke) = self.key()?;
         let colon = self.colon()?;
         let escaped = matches!(name, Cow::Owned(_));

@@ -10,6 +10,7 @@ use super::float::{POW10, fast_float};
 use super::scan::skip_plain;
 use super::tokens::Num;
 use super::{NESTING_LIMIT, Pass, R};
+use crate::number::Exact;
 use crate::schema::{Node, types};
 use crate::validate::{Path, check_string_into, check_tree, prune_tree};
 
@@ -126,7 +127,7 @@ impl<'t> Pass<'t> {
                 } else {
                     types::NUMBER
                 };
-                self.check_number(node, path, f, actual);
+                self.check_number(node, path, Exact::Float(f), actual);
                 // Spelled as serde_json writes this f64 (see fast_float)?
                 let canonical = if frac == 1 && b[frac_start] == b'0' {
                     true
@@ -149,12 +150,12 @@ impl<'t> Pass<'t> {
             _ => {
                 self.pos = i;
                 // serde_json reads it as a u64 or i64 and writes it back so.
-                let f = if negative {
-                    -(sig as i64) as f64
+                let n = if negative {
+                    -i128::from(sig)
                 } else {
-                    sig as f64
+                    i128::from(sig)
                 };
-                self.check_number(node, path, f, types::NUMBER | types::INTEGER);
+                self.check_number(node, path, Exact::Int(n), types::NUMBER | types::INTEGER);
                 self.emit(start, i);
                 Ok(())
             }
@@ -180,21 +181,22 @@ impl<'t> Pass<'t> {
     }
 
     #[inline(always)]
-    fn check_number(&mut self, node: &Node, path: &Path<'_>, f: f64, actual: u8) {
+    fn check_number(&mut self, node: &Node, path: &Path<'_>, x: Exact, actual: u8) {
         if self.ty(node, path, actual) && (node.minimum.is_some() || node.maximum.is_some()) {
-            self.bounds(node, path, f);
+            self.bounds(node, path, x);
         }
     }
 
+    /// `minimum` / `maximum`, compared exactly (integers as integers).
     #[inline(never)]
-    fn bounds(&mut self, node: &Node, path: &Path<'_>, f: f64) {
+    fn bounds(&mut self, node: &Node, path: &Path<'_>, x: Exact) {
         if let Some(m) = node.minimum
-            && f < m
+            && x.compare(m).is_lt()
         {
             self.fail(path, "number-too-small", format!("must be at least {m}"));
         }
         if let Some(m) = node.maximum
-            && f > m
+            && x.compare(m).is_gt()
         {
             self.fail(path, "number-too-large", format!("must be at most {m}"));
         }
@@ -209,9 +211,9 @@ impl<'t> Pass<'t> {
         // or i64 exactly so); other numbers only when the text is already
         // how serde_json writes their f64.
         let mut verbatim = !matches!(num, Num::F);
-        let (f, actual) = match num {
-            Num::U(v) => (v as f64, types::NUMBER | types::INTEGER),
-            Num::I(v) => (v as f64, types::NUMBER | types::INTEGER),
+        let (x, actual) = match num {
+            Num::U(v) => (Exact::Int(v.into()), types::NUMBER | types::INTEGER),
+            Num::I(v) => (Exact::Int(v.into()), types::NUMBER | types::INTEGER),
             Num::F => {
                 let f = match fast_float(&self.b[start..end]) {
                     Some((f, canonical)) => {
@@ -224,17 +226,16 @@ impl<'t> Pass<'t> {
                     },
                 };
                 if f.fract() == 0.0 {
-                    (f, types::NUMBER | types::INTEGER)
+                    (Exact::Float(f), types::NUMBER | types::INTEGER)
                 } else {
-                    (f, types::NUMBER)
+                    (Exact::Float(f), types::NUMBER)
                 }
             }
         };
-        self.check_number(node, path, f, actual);
-        if verbatim {
-            self.emit(start, end);
-        } else {
-            self.emit_f64(start, end, f);
+        self.check_number(node, path, x, actual);
+        match x {
+            Exact::Float(f) if !verbatim => self.emit_f64(start, end, f),
+            _ => self.emit(start, end),
         }
         Ok(())
     }
