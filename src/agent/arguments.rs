@@ -13,7 +13,7 @@
 
 use serde_json::{Map, Value};
 
-use super::language::{fold, is_stopword, words};
+use super::language::{fold, is_closing, is_greeting, is_no, is_stopword, is_yes, words};
 use super::patterns::PatternMatches;
 
 /// A whole message taken as a free-text answer has at most this many words.
@@ -23,18 +23,32 @@ const MAX_ANSWER_WORDS: usize = 8;
 pub struct Property<'a> {
     pub name: &'a str,
     pub schema: &'a Value,
+    /// The schema's only free-text property: a proper name the user writes
+    /// ("la Tienda Triana") can only be meant for it.
+    takes_names: bool,
 }
 
 pub fn properties(input_schema: &Value) -> Vec<Property<'_>> {
-    input_schema
+    let mut found: Vec<Property<'_>> = input_schema
         .get("properties")
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
-                .map(|(name, schema)| Property { name, schema })
+                .map(|(name, schema)| Property {
+                    name,
+                    schema,
+                    takes_names: false,
+                })
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let free_text: Vec<usize> = (0..found.len())
+        .filter(|&i| found[i].is_free_text())
+        .collect();
+    if let [only] = free_text.as_slice() {
+        found[*only].takes_names = true;
+    }
+    found
 }
 
 pub fn required(input_schema: &Value) -> Vec<&str> {
@@ -96,16 +110,29 @@ impl Property<'_> {
     }
 
     /// The tokens of `text` that could be this patterned property's value:
-    /// within its length bounds and not a stopword. Whether each matches the
-    /// pattern is the guest's call.
+    /// within its length bounds and not a stopword, each also in capitals
+    /// when it has a lowercase letter and a digit ("a-1001" is how people
+    /// type "A-1001"). Whether each matches the pattern is the guest's call.
     pub fn pattern_tokens(&self, text: &str) -> Vec<String> {
         if !self.is_patterned() {
             return Vec::new();
         }
-        tokens(text)
-            .into_iter()
-            .filter(|t| self.fits_length(t) && !is_stopword(&fold(t)))
-            .collect()
+        let mut out = Vec::new();
+        for token in tokens(text) {
+            if !self.fits_length(&token) || is_stopword(&fold(&token)) {
+                continue;
+            }
+            let upper = token.to_uppercase();
+            let code_like = token.chars().any(|c| c.is_ascii_digit())
+                && token.chars().any(|c| c.is_lowercase());
+            if !out.contains(&token) {
+                out.push(token);
+            }
+            if code_like && !out.contains(&upper) {
+                out.push(upper);
+            }
+        }
+        out
     }
 
     /// Distinct candidate values for this property in `text`; `patterns`
@@ -141,13 +168,26 @@ impl Property<'_> {
         match self.kind() {
             Some("string") => {
                 if self.is_patterned() {
-                    for token in self.pattern_tokens(text) {
-                        if patterns.matches(self.name, &token) {
-                            push(Value::String(token));
+                    let judged: Vec<String> = self
+                        .pattern_tokens(text)
+                        .into_iter()
+                        .filter(|t| patterns.matches(self.name, t))
+                        .collect();
+                    for token in &judged {
+                        // "a-1001" and "A-1001" both matching: one value.
+                        let twin = judged
+                            .iter()
+                            .any(|o| o != token && o.to_uppercase() == *token);
+                        if !twin || token.to_uppercase() == *token {
+                            push(Value::String(token.clone()));
                         }
                     }
                 } else if self.schema.get("pattern").is_none() {
-                    for value in delimited_values(text, self.name) {
+                    let mut delimited = delimited_values(text, self.name);
+                    if delimited.is_empty() && self.takes_names {
+                        delimited = proper_names(text);
+                    }
+                    for value in delimited {
                         if self.fits_length(&value) {
                             push(Value::String(value));
                         }
@@ -178,9 +218,14 @@ impl Property<'_> {
     /// value: a free-text property asked for by name (rule 12 clarifications).
     pub fn whole_answer(&self, text: &str) -> Option<Value> {
         let trimmed = text.trim().trim_end_matches('.').trim();
-        // A short statement, not a new question or a paragraph.
+        // A short statement, not a new question or a paragraph, and not
+        // thanks, a yes or a no ("Vale, muchas gracias" names no store).
         let answer_like = trimmed.split_whitespace().count() <= MAX_ANSWER_WORDS
-            && !trimmed.contains(['?', '¿', '\n']);
+            && !trimmed.contains(['?', '¿', '\n'])
+            && !is_closing(trimmed)
+            && !is_yes(trimmed)
+            && !is_no(trimmed)
+            && !is_greeting(trimmed);
         (self.is_free_text() && answer_like && self.fits_length(trimmed))
             .then(|| Value::String(trimmed.to_owned()))
     }
@@ -196,6 +241,73 @@ fn tokens(text: &str) -> Vec<String> {
         .map(|t| t.trim_matches(EDGE).to_owned())
         .filter(|t| !t.is_empty())
         .collect()
+}
+
+/// Proper names the user wrote: runs of capitalised words ("Tienda
+/// Triana", "San Sebastián de los Reyes"), not a sentence's lone first
+/// word ("Qué", "When"), never a token with digits (an identifier) and
+/// without a leading article.
+fn proper_names(text: &str) -> Vec<String> {
+    const CONNECTORS: &[&str] = &["de", "del", "la", "las", "los", "el", "y", "of", "the"];
+    const ARTICLES: &[&str] = &[
+        "El", "La", "Los", "Las", "The", "Un", "Una", "A", "Y", "And",
+    ];
+    let mut out = Vec::new();
+    for sentence in text.split(['.', '?', '!', '¿', '¡', '\n', ',', ';', ':']) {
+        let words: Vec<&str> = sentence
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let capital = |w: &str| {
+            w.chars().next().is_some_and(char::is_uppercase)
+                && !w.chars().any(|c| c.is_ascii_digit())
+                && w.chars().count() > 1
+        };
+        let mut at = 0;
+        while at < words.len() {
+            if !capital(words[at]) {
+                at += 1;
+                continue;
+            }
+            let start = at;
+            let mut end = at + 1;
+            loop {
+                if end < words.len() && capital(words[end]) {
+                    end += 1;
+                } else if end + 1 < words.len()
+                    && CONNECTORS.contains(&words[end])
+                    && capital(words[end + 1])
+                {
+                    end += 2;
+                } else {
+                    break;
+                }
+            }
+            at = end;
+            let mut run = &words[start..end];
+            while let [first, rest @ ..] = run {
+                if ARTICLES.contains(first) && !rest.is_empty() {
+                    run = rest;
+                } else {
+                    break;
+                }
+            }
+            // A sentence's lone first word is capitalised by grammar.
+            if start == 0 && run.len() == 1 {
+                continue;
+            }
+            let name = run.join(" ");
+            let folded = fold(&name);
+            if run.len() > 5 || is_stopword(&folded) || is_greeting(&name) || is_closing(&name) {
+                continue;
+            }
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
 }
 
 /// Quoted values, and `name: value` / `name = value` where `name` is the
@@ -357,6 +469,55 @@ mod tests {
             None,
             "patterned values come from candidates"
         );
+    }
+
+    #[test]
+    fn a_proper_name_fills_the_only_free_text_property() {
+        let s = json!({"type": "object", "properties": {
+            "store": {"type": "string", "maxLength": 60},
+            "day": {"type": "string", "maxLength": 10, "enum": ["lunes", "monday"]}}});
+        let none = PatternMatches::default();
+        assert_eq!(
+            extract(&s, &none, "¿Y a qué hora abre la Tienda Triana?")["store"],
+            "Tienda Triana"
+        );
+        assert_eq!(
+            extract(&s, &none, "What time does Tienda Centro open on monday?")["store"],
+            "Tienda Centro"
+        );
+        assert!(extract(&s, &none, "¿A qué hora abre?").is_empty());
+        assert!(extract(&s, &none, "When does it close?").is_empty());
+        // With two free-text properties a name is not guessed.
+        let two = json!({"type": "object", "properties": {
+            "store": {"type": "string"}, "city": {"type": "string"}}});
+        assert!(extract(&two, &none, "la Tienda Triana").is_empty());
+    }
+
+    #[test]
+    fn a_lowercase_code_is_offered_in_capitals_too() {
+        let s = schema();
+        let order = properties(&s)
+            .into_iter()
+            .find(|p| p.name == "order")
+            .unwrap();
+        assert_eq!(order.pattern_tokens("a-1001"), ["a-1001", "A-1001"]);
+        assert_eq!(order.candidates("a-1001", &judged()), vec![json!("A-1001")]);
+    }
+
+    #[test]
+    fn thanks_and_yes_are_not_answers() {
+        let s = schema();
+        let customer = properties(&s)
+            .into_iter()
+            .find(|p| p.name == "customer")
+            .unwrap();
+        for not_an_answer in ["Vale, muchas gracias", "gracias", "sí", "no", "Hola"] {
+            assert_eq!(
+                customer.whole_answer(not_an_answer),
+                None,
+                "{not_an_answer}"
+            );
+        }
     }
 
     #[test]

@@ -22,9 +22,12 @@ use serde_json::{Map, Value, json};
 use std::time::Instant;
 
 use super::arguments::{self, Property};
-use super::grounding::{answer_is_safe, facts, is_empty_result, reply_is_grounded};
+use super::grounding::{
+    answer_is_safe, is_empty_result, labelled_facts, reply_is_grounded, written_in,
+};
 use super::language::{
-    Language, has_exclusion_clause, has_operation_intent, is_cancel, is_no, is_yes,
+    Language, has_exclusion_clause, has_operation_intent, is_cancel, is_closing, is_no, is_yes,
+    refers_to_other, words,
 };
 use super::patterns::{self, PatternMatches};
 use super::pending::{self, PendingOperation};
@@ -34,7 +37,7 @@ use super::planner::{
 };
 use super::references;
 use super::texts;
-use super::trace::Trace;
+use super::trace::{Reason, Trace};
 use crate::channel::inbound::InboundMessage;
 use crate::clock::{now_millis, to_rfc3339};
 use crate::crypto::master_key::Keyring;
@@ -44,8 +47,8 @@ use crate::domain::diagnostics::DiagnosticMode;
 use crate::executor::{Call, CallFailure, CallResult, CapabilityAtRevision, Executor};
 use crate::sandbox::{InteractionKind, ShapedInteraction};
 use crate::store::conversations::{
-    ConversationRow, MessageRole, NewInteraction, NewMessage, PendingChange, StoredReference,
-    TurnRecord,
+    ConversationRow, MessageRole, NewConversation, NewInteraction, NewMessage, PendingChange,
+    StoredReference, TurnRecord,
 };
 use crate::store::gap_events::GapEvent;
 use crate::store::{Store, StoreError};
@@ -93,19 +96,39 @@ struct Context<'a> {
     history: Vec<HistoryEntry>,
     references: Vec<StoredReference>,
     pending: Option<PendingOperation>,
+    /// The capability the conversation's last call used.
+    last_capability: Option<String>,
 }
 
 /// What a turn decided.
 struct Outcome {
     text: String,
-    reason: &'static str,
-    /// The response's interaction object (with the refs) and its record.
-    interaction: Option<(Value, String, &'static str, String, i64)>,
+    reason: Reason,
+    interaction: Option<IssuedInteraction>,
     set_references: Vec<StoredReference>,
     clear_references: Vec<(String, String)>,
     pending: PendingChange,
-    gap: Option<(&'static str, &'static str, Option<String>)>,
+    gap: Option<Gap>,
     observation: Observation,
+    /// The capability this turn called (its name), if one was called.
+    called: Option<String>,
+}
+
+/// An interaction this turn issues: the response object (the only place
+/// its opaque refs go) and what is stored of it.
+struct IssuedInteraction {
+    response: Value,
+    id: String,
+    kind: &'static str,
+    operation: String,
+    expires_at: i64,
+}
+
+/// A diagnostics gap event this turn records.
+struct Gap {
+    kind: &'static str,
+    reason: &'static str,
+    capability: Option<String>,
 }
 
 #[derive(Default)]
@@ -116,7 +139,7 @@ struct Observation {
 }
 
 impl Outcome {
-    fn reply(text: impl Into<String>, reason: &'static str) -> Self {
+    fn reply(text: impl Into<String>, reason: Reason) -> Self {
         Outcome {
             text: text.into(),
             reason,
@@ -125,6 +148,7 @@ impl Outcome {
             clear_references: Vec::new(),
             pending: PendingChange::Keep,
             gap: None,
+            called: None,
             observation: Observation {
                 capability: String::new(),
                 argument_category: "none",
@@ -134,7 +158,11 @@ impl Outcome {
     }
 
     fn with_gap(mut self, kind: &'static str, reason: &'static str, cap: Option<&str>) -> Self {
-        self.gap = Some((kind, reason, cap.map(str::to_owned)));
+        self.gap = Some(Gap {
+            kind,
+            reason,
+            capability: cap.map(str::to_owned),
+        });
         self
     }
 }
@@ -185,19 +213,19 @@ impl Engine {
         let user_message_id = super::new_id("msg_");
         let metadata = (!inbound.metadata.is_empty())
             .then(|| Value::Object(inbound.metadata.clone()).to_string());
-        let interaction_record =
-            outcome
-                .interaction
-                .as_ref()
-                .map(|(_, id, kind, op, exp)| NewInteraction {
-                    id,
-                    kind,
-                    operation: op,
-                    expires_at: *exp,
-                });
+        let interaction_record = outcome.interaction.as_ref().map(|i| NewInteraction {
+            id: &i.id,
+            kind: i.kind,
+            operation: &i.operation,
+            expires_at: i.expires_at,
+        });
         let record = TurnRecord {
             conversation_id: &context.conversation_id,
-            new_conversation: existing.is_none().then_some(inbound.user_id.as_deref()),
+            new_conversation: existing.is_none().then_some(NewConversation {
+                user_id: inbound.user_id.as_deref(),
+                language: context.language,
+            }),
+            called_capability: outcome.called.as_deref(),
             user_message: NewMessage {
                 id: &user_message_id,
                 body: &inbound.body,
@@ -218,9 +246,8 @@ impl Engine {
             },
         };
         self.store.commit_turn(account, &record).await?;
-        if let Some((kind, reason, capability)) = &outcome.gap {
-            self.record_gap(account, &context, kind, reason, capability.clone())
-                .await;
+        if let Some(gap) = &outcome.gap {
+            self.record_gap(account, &context, gap).await;
         }
 
         let run_id = super::new_id("run_");
@@ -229,7 +256,7 @@ impl Engine {
             run = %run_id,
             conversation = %context.conversation_id,
             capability = %outcome.observation.capability,
-            reason = outcome.reason,
+            reason = outcome.reason.as_str(),
             executor_attempts = trace.timing.executor_attempts,
             e2e_ms = started.elapsed().as_millis() as u64,
             "turn answered"
@@ -239,8 +266,8 @@ impl Engine {
             "message": {"id": message_id, "role": "assistant", "type": "text", "body": outcome.text},
             "capability_trace": trace.render(&run_id, &message_id, started.elapsed()),
         });
-        if let Some((interaction, ..)) = outcome.interaction {
-            response["interaction"] = interaction;
+        if let Some(interaction) = outcome.interaction {
+            response["interaction"] = interaction.response;
         }
         if let Some(Value::String(correlation)) = inbound.metadata.get(BENCHMARK_METADATA_KEY) {
             let o = &outcome.observation;
@@ -260,7 +287,11 @@ impl Engine {
         conversation_id: String,
         existing: Option<&ConversationRow>,
     ) -> Result<Context<'a>, TurnError> {
-        let language = Language::of(&inbound.body);
+        // Decided when the conversation starts, then kept (a bare value such
+        // as "M12345" says nothing about the language).
+        let language = existing
+            .and_then(ConversationRow::language)
+            .unwrap_or_else(|| Language::of(&inbound.body));
         let policy = self.store.get_policy(account).await?.map(|p| p.policy);
         let policy = effective_policy(policy.as_ref(), language);
         let mut capabilities = Vec::new();
@@ -336,6 +367,9 @@ impl Engine {
             history,
             references,
             pending,
+            last_capability: existing
+                .and_then(ConversationRow::last_capability)
+                .map(str::to_owned),
         })
     }
 
@@ -346,13 +380,31 @@ impl Engine {
         if has_exclusion_clause(message) {
             return Ok(Outcome::reply(
                 texts::exclusion_fallback(lang),
-                "capability_excluded",
+                Reason::CapabilityExcluded,
             ));
         }
-        if cx.pending.is_some() && is_cancel(message) {
-            let mut outcome = Outcome::reply(texts::cancelled(lang), "cancelled");
+        if is_cancel(message) && (cx.pending.is_some() || words(message).len() <= 3) {
+            // Rule 12; a bare `cancelar` with nothing waiting says so.
+            return Ok(if cx.pending.is_some() {
+                let mut outcome = Outcome::reply(texts::cancelled(lang), Reason::Cancelled);
+                outcome.pending = PendingChange::Clear;
+                outcome
+            } else {
+                Outcome::reply(texts::nothing_to_cancel(lang), Reason::NothingToCancel)
+            });
+        }
+        if is_closing(message) {
+            // Thanks or a goodbye end whatever was waiting.
+            let mut outcome = Outcome::reply(texts::closing(lang), Reason::Closing);
             outcome.pending = PendingChange::Clear;
             return Ok(outcome);
+        }
+        if message.trim().is_empty() && cx.inbound.image.is_some() {
+            // Rule 12: an image alone does not say what to extract.
+            return Ok(Outcome::reply(
+                texts::image_needs_instructions(lang),
+                Reason::ImageNeedsInstructions,
+            ));
         }
         if let Some((loaded, args)) = self.continue_pending(cx) {
             trace.selected(&loaded.offer.name, loaded.at.revision, "pending_operation");
@@ -373,6 +425,7 @@ impl Engine {
                     .collect::<Vec<_>>(),
                 history: &cx.history,
                 message,
+                previous_capability: cx.last_capability.as_deref(),
                 image: cx.inbound.image.as_ref(),
             })
             .await;
@@ -383,17 +436,20 @@ impl Engine {
 
         match planned.plan {
             Plan::Answer { text } => Ok(if answer_is_safe(&text, message) {
-                Outcome::reply(text, "answered")
+                Outcome::reply(text, Reason::Answered)
             } else {
                 tracing::warn!("planner answer refused: it states data no capability returned");
-                Outcome::reply(texts::no_capability(lang), "answer_refused")
+                Outcome::reply(texts::no_capability(lang), Reason::AnswerRefused)
             }),
             Plan::OutOfScope => Ok(Outcome::reply(
                 cx.policy.out_of_scope_response.clone(),
-                "out_of_scope",
+                Reason::OutOfScope,
             )),
-            Plan::NoCapability => Ok(Outcome::reply(texts::no_capability(lang), "no_capability")
-                .with_gap("coverage_gap", "no_matching_capability", None)),
+            Plan::NoCapability => Ok(Outcome::reply(
+                texts::no_capability(lang),
+                Reason::NoCapability,
+            )
+            .with_gap("coverage_gap", "no_matching_capability", None)),
             Plan::Call {
                 capability,
                 arguments,
@@ -402,19 +458,17 @@ impl Engine {
                 let Some(loaded) = cx.capabilities.iter().find(|c| c.offer.name == capability)
                 else {
                     tracing::warn!("planner proposed a capability that is not offered; refused");
-                    return Ok(
-                        Outcome::reply(texts::no_capability(lang), "capability_refused").with_gap(
-                            "agent_dead_end",
-                            "capability_refused",
-                            None,
-                        ),
-                    );
+                    return Ok(Outcome::reply(
+                        texts::no_capability(lang),
+                        Reason::CapabilityRefused,
+                    )
+                    .with_gap("agent_dead_end", "capability_refused", None));
                 };
                 // Rule 8: preparation only after an operation intent.
                 if loaded.offer.preparation && !has_operation_intent(message) {
                     return Ok(Outcome::reply(
                         texts::preparation_without_intent(lang),
-                        "preparation_without_intent",
+                        Reason::PreparationWithoutIntent,
                     ));
                 }
                 trace.selected(&loaded.offer.name, loaded.at.revision, "matched");
@@ -486,6 +540,13 @@ impl Engine {
             candidates.pop()
         } else if candidates.is_empty() && pending.proposed.is_some() && is_yes(message) {
             pending.proposed.clone()
+        } else if candidates.is_empty()
+            && is_no(message)
+            && refers_to_other(message)
+            && pending.alternatives.len() == 1
+        {
+            // "no, el otro": the one value left.
+            pending.alternatives.first().cloned()
         } else if candidates.is_empty() && !is_no(message) {
             missing.whole_answer(message)
         } else {
@@ -513,6 +574,18 @@ impl Engine {
     ) -> Result<Outcome, TurnError> {
         let schema = &loaded.offer.input_schema;
         let properties = arguments::properties(schema);
+        let message = cx.inbound.body.as_str();
+        for property in &properties {
+            // Rule 4: a value the user names now wins over one carried from
+            // earlier ("¿Y a qué hora abre la Tienda Triana?" after Centro).
+            let mut named = property.candidates(message, &loaded.offer.patterns);
+            let proposed_now = args
+                .get(property.name)
+                .is_some_and(|v| arguments::is_grounded(v, &[message]));
+            if named.len() == 1 && !proposed_now {
+                args.insert(property.name.to_owned(), named.remove(0));
+            }
+        }
         for name in arguments::required(schema) {
             if args.contains_key(name) {
                 continue;
@@ -546,12 +619,29 @@ impl Engine {
         property: &Property<'_>,
         candidates: Vec<Value>,
     ) -> Outcome {
-        let what = property.description().unwrap_or(property.name).to_owned();
+        // The property's description when it is written in the
+        // conversation's language, its name in words otherwise (an English
+        // question never embeds "el número de pedido").
+        let what = match property.description() {
+            Some(d) if written_in(d, cx.language) => d.trim_end_matches('.').to_owned(),
+            _ => property.name.replace(['_', '-'], " "),
+        };
+        let what = match cx.language {
+            Language::English
+                if !what.starts_with("the ")
+                    && property
+                        .description()
+                        .is_none_or(|d| !written_in(d, cx.language)) =>
+            {
+                format!("the {what}")
+            }
+            _ => what,
+        };
         let shown = |v: &Value| match v {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        let (text, proposed) = match candidates.split_first() {
+        let (text, proposed, alternatives) = match candidates.split_first() {
             Some((first, rest)) => (
                 texts::confirm_value(
                     cx.language,
@@ -560,8 +650,9 @@ impl Engine {
                     &rest.iter().map(shown).collect::<Vec<_>>(),
                 ),
                 Some(first.clone()),
+                rest.to_vec(),
             ),
-            None => (texts::ask_for(cx.language, &what), None),
+            None => (texts::ask_for(cx.language, &what), None, Vec::new()),
         };
         let pending = PendingOperation {
             capability_id: loaded.at.id.clone(),
@@ -569,13 +660,14 @@ impl Engine {
             arguments: args,
             missing: property.name.to_owned(),
             proposed,
+            alternatives,
         };
         let mut outcome = Outcome::reply(
             text,
             if candidates.is_empty() {
-                "clarification"
+                Reason::Clarification
             } else {
-                "confirmation"
+                Reason::Confirmation
             },
         );
         outcome.pending = PendingChange::Set(pending::seal(
@@ -614,6 +706,7 @@ impl Engine {
         trace.timing.execution = started.elapsed();
         trace.timing.executor_attempts = report.attempts;
         let name = loaded.offer.name.as_str();
+        let called = Some(name.to_owned());
         let observe = |fixture: &'static str| Observation {
             capability: name.to_owned(),
             argument_category: category,
@@ -626,7 +719,8 @@ impl Engine {
                 let consumers = cx.capabilities.iter().map(|c| &c.at.definition);
                 let (set, clear) = references::harvest(name, &result, consumers);
                 let mut outcome = if empty {
-                    let mut o = Outcome::reply(texts::empty_result(cx.language), "empty_result");
+                    let mut o =
+                        Outcome::reply(texts::empty_result(cx.language), Reason::EmptyResult);
                     o.observation = observe("empty");
                     o
                 } else {
@@ -668,14 +762,14 @@ impl Engine {
                         args.remove(property.name);
                         self.ask(cx, loaded, args, property, Vec::new())
                     }
-                    None => Outcome::reply(texts::failed(cx.language), "capability_failed")
+                    None => Outcome::reply(texts::failed(cx.language), Reason::CapabilityFailed)
                         .with_gap("agent_dead_end", "arguments_invalid", Some(name)),
                 }
             }
             Err(failure) => {
                 let reason = failure.reason_code();
                 trace.executed(name, loaded.at.revision, reason);
-                let mut o = Outcome::reply(texts::failed(cx.language), "capability_failed")
+                let mut o = Outcome::reply(texts::failed(cx.language), Reason::CapabilityFailed)
                     .with_gap("agent_dead_end", reason, Some(name));
                 o.observation = observe("failed");
                 o
@@ -685,6 +779,7 @@ impl Engine {
             // The pending operation (if any) was answered or replaced.
             outcome.pending = PendingChange::Clear;
         }
+        outcome.called = called;
         Ok(outcome)
     }
 
@@ -708,31 +803,32 @@ impl Engine {
             })
             .await;
         trace.timing.grounded_inference = started.elapsed();
-        let template = || texts::result_summary(cx.language, &facts(result));
+        let template = || {
+            let facts = labelled_facts(
+                result,
+                &loaded.at.definition.output_schema,
+                cx.language,
+                &cx.inbound.body,
+            );
+            texts::result_summary(cx.language, &facts)
+        };
         match written {
             Ok(Some(text)) if reply_is_grounded(&text, result, &cx.inbound.body) => {
-                Outcome::reply(text, "grounded")
+                Outcome::reply(text, Reason::Grounded)
             }
             Ok(Some(_)) => {
                 tracing::warn!("model reply refused: it is not grounded in the result");
-                Outcome::reply(template(), "grounded_template")
+                Outcome::reply(template(), Reason::GroundedTemplate)
             }
-            Ok(None) => Outcome::reply(template(), "grounded"),
+            Ok(None) => Outcome::reply(template(), Reason::Grounded),
             Err(err) => {
                 tracing::warn!(error = %err, "grounded reply unavailable; using the template");
-                Outcome::reply(template(), "grounded_template")
+                Outcome::reply(template(), Reason::GroundedTemplate)
             }
         }
     }
 
-    async fn record_gap(
-        &self,
-        account: &AccountId,
-        cx: &Context<'_>,
-        kind: &str,
-        reason: &str,
-        capability: Option<String>,
-    ) {
+    async fn record_gap(&self, account: &AccountId, cx: &Context<'_>, gap: &Gap) {
         let mode = match self.store.get_diagnostic_mode(account).await {
             Ok(mode) => mode.unwrap_or_default(),
             Err(err) => {
@@ -742,10 +838,10 @@ impl Engine {
         };
         let event = GapEvent {
             id: super::new_id("gap_"),
-            kind: kind.to_owned(),
-            reason_code: reason.to_owned(),
+            kind: gap.kind.to_owned(),
+            reason_code: gap.reason.to_owned(),
             conversation_id: Some(cx.conversation_id.clone()),
-            capability,
+            capability: gap.capability.clone(),
             message_text: (mode == DiagnosticMode::Text).then(|| cx.inbound.body.clone()),
             occurred_at: now_millis(),
         };
@@ -786,7 +882,7 @@ fn history_candidates(
 /// object only; the stored record and the text never carry them.
 fn interaction_outcome(cx: &Context<'_>, shaped: ShapedInteraction) -> Outcome {
     if shaped.kind == InteractionKind::NotFound {
-        let mut o = Outcome::reply(texts::NOT_FOUND, "not_found");
+        let mut o = Outcome::reply(texts::NOT_FOUND, Reason::NotFound);
         o.pending = PendingChange::Clear;
         return o;
     }
@@ -795,9 +891,16 @@ fn interaction_outcome(cx: &Context<'_>, shaped: ShapedInteraction) -> Outcome {
     let interaction_id = super::new_id("int_");
     let operation = public["operation"].as_str().unwrap_or_default().to_owned();
     let now = now_millis();
-    let expires_at = public["expires_at"]
-        .as_str()
-        .and_then(parse_any_offset)
+    let host_expiry = public["expires_at"].as_str().and_then(parse_any_offset);
+    if host_expiry.is_some_and(|at| at <= now) {
+        // Nothing the user could still confirm: a failed preparation.
+        tracing::warn!(operation = %operation, "the host prepared an interaction that had already expired");
+        let mut o = Outcome::reply(texts::failed(cx.language), Reason::InteractionExpired)
+            .with_gap("agent_dead_end", "interaction_expired", None);
+        o.pending = PendingChange::Clear;
+        return o;
+    }
+    let expires_at = host_expiry
         .unwrap_or(now + MAX_INTERACTION_MILLIS)
         .min(now + MAX_INTERACTION_MILLIS);
     let mut object = json!({"interaction_id": interaction_id, "owner": "host"});
@@ -830,8 +933,14 @@ fn interaction_outcome(cx: &Context<'_>, shaped: ShapedInteraction) -> Outcome {
             )
         }
     };
-    let mut o = Outcome::reply(text, "interaction_required");
-    o.interaction = Some((object, interaction_id, kind, operation, expires_at));
+    let mut o = Outcome::reply(text, Reason::InteractionRequired);
+    o.interaction = Some(IssuedInteraction {
+        response: object,
+        id: interaction_id,
+        kind,
+        operation,
+        expires_at,
+    });
     o.pending = PendingChange::Clear;
     o
 }

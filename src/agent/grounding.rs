@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+use super::language::{Language, is_stopword, words};
+
 /// Prefixes of Warden's own identifiers (rule 5).
 const INTERNAL_PREFIXES: [&str; 7] = ["cap_", "conv_", "int_", "msg_", "run_", "cred_", "key_"];
 
@@ -47,6 +49,158 @@ fn render(value: &Value, top: bool) -> String {
             .join(", "),
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+/// One fact of a result as the user reads it: a label (the output schema's
+/// `description` when it is short and in the conversation's language, the
+/// humanised field name otherwise) and the value in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fact {
+    pub label: String,
+    pub value: String,
+}
+
+/// Descriptions longer than this are sentences, not labels.
+const MAX_LABEL_CHARS: usize = 48;
+
+/// The result's facts, labelled from `output_schema`; the field the
+/// question asks about (its label or name shares a word with it) first.
+pub fn labelled_facts(
+    result: &Value,
+    output_schema: &Value,
+    language: Language,
+    question: &str,
+) -> Vec<Fact> {
+    let Value::Object(map) = result else {
+        return vec![Fact {
+            label: humanise("result"),
+            value: say(result, output_schema, language),
+        }];
+    };
+    let mut facts: Vec<(usize, Fact)> = map
+        .iter()
+        .filter(|(_, v)| !is_empty_result(v))
+        .map(|(name, value)| {
+            let schema = &output_schema["properties"][name.as_str()];
+            let label = label(name, schema, language);
+            let asked = asked_about(question, &format!("{name} {label}"));
+            (
+                asked,
+                Fact {
+                    label,
+                    value: say(value, schema, language),
+                },
+            )
+        })
+        .collect();
+    // The most asked-about fact first; the others keep their order.
+    if let Some(best) = (0..facts.len())
+        .filter(|&i| facts[i].0 > 0)
+        .max_by_key(|&i| (facts[i].0, std::cmp::Reverse(i)))
+    {
+        let lead = facts.remove(best);
+        facts.insert(0, lead);
+    }
+    facts.into_iter().map(|(_, f)| f).collect()
+}
+
+fn label(name: &str, schema: &Value, language: Language) -> String {
+    match schema.get("description").and_then(Value::as_str) {
+        Some(d)
+            if !d.trim().is_empty()
+                && d.chars().count() <= MAX_LABEL_CHARS
+                && written_in(d, language) =>
+        {
+            let d = d.trim().trim_end_matches('.');
+            let mut chars = d.chars();
+            chars
+                .next()
+                .map(|c| c.to_uppercase().chain(chars).collect())
+                .unwrap_or_default()
+        }
+        _ => humanise(name),
+    }
+}
+
+/// Whether a short text reads as `language` (a text with no sign of either
+/// counts as both).
+pub fn written_in(text: &str, language: Language) -> bool {
+    let w = words(text);
+    let neutral = w.iter().all(|x| is_stopword(x) || x.chars().count() < 3);
+    neutral || Language::of(text) == language
+}
+
+/// `customer_name` → `Customer name`.
+fn humanise(name: &str) -> String {
+    let spaced = name.replace(['_', '-'], " ");
+    let mut chars = spaced.trim().chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// How many of the question's content words the label or name shares.
+fn asked_about(question: &str, label: &str) -> usize {
+    let stem = |w: &String| w.chars().take(5).collect::<String>();
+    let label: Vec<String> = words(&label.replace('_', " ")).iter().map(stem).collect();
+    words(question)
+        .iter()
+        .filter(|w| !is_stopword(w))
+        .map(stem)
+        .filter(|w| label.contains(w))
+        .count()
+}
+
+/// A value in words: lists joined naturally, items as their labelled facts.
+fn say(value: &Value, schema: &Value, language: Language) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => match (language, b) {
+            (Language::Spanish, true) => "sí".into(),
+            (Language::Spanish, false) => "no".into(),
+            (Language::English, true) => "yes".into(),
+            (Language::English, false) => "no".into(),
+        },
+        Value::Array(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .filter(|v| !is_empty_result(v))
+                .map(|v| say(v, &schema["items"], language))
+                .collect();
+            join_naturally(&parts, language, items.iter().any(Value::is_object))
+        }
+        Value::Object(map) => map
+            .iter()
+            .filter(|(_, v)| !is_empty_result(v))
+            .map(|(k, v)| {
+                let field = &schema["properties"][k.as_str()];
+                format!(
+                    "{} {}",
+                    label(k, field, language).to_lowercase(),
+                    say(v, field, language)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    }
+}
+
+fn join_naturally(parts: &[String], language: Language, items_are_objects: bool) -> String {
+    if items_are_objects {
+        // Each item keeps its own commas: items are set apart by semicolons.
+        return parts.join("; ");
+    }
+    let and = match language {
+        Language::Spanish => "y",
+        Language::English => "and",
+    };
+    match parts {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} {and} {last}", init.join(", ")),
     }
 }
 
@@ -113,6 +267,51 @@ mod tests {
                 &json!({"status": "shipped", "note": "", "lines": [{"sku": "X1", "qty": 2}, {"sku": "Y2", "qty": 1}]})
             ),
             "lines: (qty: 2, sku: X1), (qty: 1, sku: Y2); status: shipped"
+        );
+    }
+
+    #[test]
+    fn facts_are_labelled_readable_and_lead_with_what_was_asked() {
+        let schema = json!({"type": "object", "properties": {
+            "status": {"type": "string", "description": "Estado del pedido"},
+            "carrier": {"type": "string", "description": "Transportista"},
+            "shipping_address": {"type": "string", "description": "Dirección de envío"},
+            "lines": {"type": "array", "items": {"type": "object", "properties": {
+                "sku": {"type": "string", "description": "Artículo"},
+                "qty": {"type": "integer", "description": "Cantidad"}}}}}});
+        let result = json!({"status": "en camino", "carrier": "Correos",
+            "shipping_address": "Calle Mayor 1", "lines": [{"sku": "X1", "qty": 2}]});
+        let facts = labelled_facts(
+            &result,
+            &schema,
+            Language::Spanish,
+            "¿Cuál es la dirección de envío?",
+        );
+        assert_eq!(
+            facts[0],
+            Fact {
+                label: "Dirección de envío".into(),
+                value: "Calle Mayor 1".into()
+            }
+        );
+        let text = crate::agent::texts::result_summary(Language::Spanish, &facts);
+        assert!(text.contains("- Transportista: Correos"), "{text}");
+        assert!(text.contains("- Estado del pedido: en camino"), "{text}");
+        assert!(text.contains("cantidad 2, artículo X1"), "{text}");
+        assert!(
+            !text.contains("shipping_address") && !text.contains("qty:"),
+            "{text}"
+        );
+        // An English conversation does not borrow Spanish labels.
+        let facts = labelled_facts(&result, &schema, Language::English, "Where is it?");
+        assert!(
+            facts
+                .iter()
+                .any(|f| f.label == "Carrier" || f.label == "Transportista")
+        );
+        assert!(
+            facts.iter().any(|f| f.label == "Shipping address"),
+            "{facts:?}"
         );
     }
 

@@ -35,42 +35,118 @@ pub fn has_phrase(text_words: &[String], phrase: &str) -> bool {
         .any(|w| w.iter().zip(&needle).all(|(a, b)| a == b))
 }
 
-fn any_phrase(text: &str, phrases: &[&str]) -> bool {
-    let w = words(text);
-    phrases.iter().any(|p| has_phrase(&w, p))
-}
-
-/// Rule 13: "no uses ninguna herramienta", "sin consultar el sistema",
-/// "don't use the orders tool", "without calling any capability"…
+/// Rule 13: the user asks the service not to consult its systems — "no
+/// uses ninguna herramienta", "sin consultar el sistema", "don't use the
+/// orders tool", "without calling any capability". An exclusion is about
+/// systems or tools: "un pantalón sin usar", "un cupón sin utilizar" or
+/// "don't use the app" are not one.
 pub fn has_exclusion_clause(text: &str) -> bool {
-    const CLAUSES: &[&str] = &[
-        "no uses",
-        "no utilices",
-        "no llames",
-        "no consultes",
-        "no invoques",
-        "no ejecutes",
-        "sin usar",
-        "sin utilizar",
-        "sin llamar",
-        "sin consultar",
-        "sin invocar",
+    let w = words(text);
+    // "no tools", "sin herramientas", "without any tool".
+    const BARE: &[&str] = &[
+        "no tools",
+        "no tool",
         "sin herramientas",
         "sin ninguna herramienta",
-        "dont use",
-        "don t use",
-        "do not use",
-        "dont call",
-        "don t call",
-        "do not call",
-        "do not invoke",
-        "without using",
-        "without calling",
-        "without any tool",
+        "sin ningun sistema",
         "without tools",
-        "no tools",
+        "without any tool",
+        "without any tools",
+        "without any system",
+        "without any systems",
     ];
-    any_phrase(text, CLAUSES)
+    if BARE.iter().any(|p| has_phrase(&w, p)) {
+        return true;
+    }
+    (0..w.len()).any(|at| {
+        let Some(after) = negation_end(&w, at) else {
+            return false;
+        };
+        // The verb right after the negation (a pronoun may sit between).
+        let verb_at = if w.get(after).is_some_and(|x| is_object_pronoun(x)) {
+            after + 1
+        } else {
+            after
+        };
+        let Some(verb) = w.get(verb_at) else {
+            return false;
+        };
+        match verb_kind(verb) {
+            // Consulting or invoking is always about a system.
+            Some(VerbKind::Consult) => true,
+            // Using or calling needs a tool-like object next: "no uses la
+            // herramienta de pedidos", "don't call any capability".
+            Some(VerbKind::UseOrCall) => {
+                w.iter().skip(verb_at + 1).take(4).any(|x| is_tool_word(x))
+            }
+            None => false,
+        }
+    })
+}
+
+/// Where the words after a negation at `at` start, if one starts there.
+fn negation_end(w: &[String], at: usize) -> Option<usize> {
+    let first = w[at].as_str();
+    let second = w.get(at + 1).map(String::as_str);
+    match (first, second) {
+        ("do" | "please", Some("not")) => Some(at + 2),
+        ("don", Some("t")) => Some(at + 2),
+        ("no" | "sin" | "nunca" | "dont" | "without" | "never", _) => Some(at + 1),
+        _ => None,
+    }
+}
+
+fn is_object_pronoun(word: &str) -> bool {
+    matches!(
+        word,
+        "lo" | "la" | "los" | "las" | "le" | "les" | "me" | "it" | "them"
+    )
+}
+
+enum VerbKind {
+    Consult,
+    UseOrCall,
+}
+
+fn verb_kind(word: &str) -> Option<VerbKind> {
+    const CONSULT: &[&str] = &[
+        "consult", "invoc", "invok", "query", "queri", "look", "busqu", "busca", "ejecut",
+    ];
+    const USE: &[&str] = &["us", "utiliz", "llam", "call", "run", "emple"];
+    if CONSULT.iter().any(|p| word.starts_with(p)) {
+        Some(VerbKind::Consult)
+    } else if USE.iter().any(|p| word.starts_with(p)) && word != "usted" && word != "usual" {
+        Some(VerbKind::UseOrCall)
+    } else {
+        None
+    }
+}
+
+fn is_tool_word(word: &str) -> bool {
+    const TOOLS: &[&str] = &[
+        "herramient",
+        "sistem",
+        "capacidad",
+        "funcion",
+        "api",
+        "base",
+        "servicio",
+        "tool",
+        "system",
+        "capabilit",
+        "function",
+        "database",
+        "service",
+        "plugin",
+        "endpoint",
+        "integracion",
+        "integration",
+    ];
+    TOOLS.iter().any(|p| word.starts_with(p))
+        || word.ends_with("tool")
+        || word == "ninguna"
+        || word == "ningun"
+        || word == "any"
 }
 
 /// Rule 12: the word that discards a pending operation.
@@ -80,42 +156,152 @@ pub fn is_cancel(text: &str) -> bool {
         .any(|w| matches!(w.as_str(), "cancelar" | "cancela" | "cancel"))
 }
 
-/// Rule 8: the user expresses that they want an operation done.
+/// Operation verbs, as an infinitive, an imperative or a first person.
+const OPERATION_VERBS: &[&str] = &[
+    "cambiar",
+    "cambia",
+    "cambie",
+    "cambio",
+    "modificar",
+    "modifica",
+    "modifique",
+    "anular",
+    "anula",
+    "anule",
+    "devolver",
+    "devuelve",
+    "devuelva",
+    "devuelvo",
+    "reembolsar",
+    "reembolsa",
+    "reprogramar",
+    "reprograma",
+    "actualizar",
+    "actualiza",
+    "actualice",
+    "cancelar",
+    "cancela",
+    "cancele",
+    "tramitar",
+    "tramita",
+    "solicitar",
+    "solicita",
+    "hacer",
+    "haz",
+    "hazme",
+    "change",
+    "modify",
+    "cancel",
+    "return",
+    "refund",
+    "reschedule",
+    "update",
+    "make",
+    "start",
+    "request",
+];
+
+/// Operations named as nouns: they count only after a request word ("quiero
+/// una devolución", "I'd like a refund"), never alone ("¿ya está hecha la
+/// devolución?").
+const OPERATION_NOUNS: &[&str] = &[
+    "devolucion",
+    "cambio",
+    "reembolso",
+    "anulacion",
+    "cancelacion",
+    "modificacion",
+    "return",
+    "refund",
+    "change",
+    "cancellation",
+    "exchange",
+];
+
+/// Words that make what follows a request.
+const REQUEST_WORDS: &[&str] = &[
+    "quiero", "quisiera", "deseo", "necesito", "gustaria", "puedes", "podrias", "podria", "puedo",
+    "pueden", "quieres", "want", "would", "like", "need", "can", "could", "please", "let", "lets",
+    "help", "ayudame", "ayuda",
+];
+
+/// Rule 8: the user asks for an operation to be done — a request word
+/// followed by an operation verb or noun ("quiero cambiar la dirección",
+/// "I'd like a refund"), or a message that opens with an operation verb
+/// ("Cambia la dirección del pedido A-1001", "cancel my order"). A mention
+/// is not a request: "¿Ya está hecha la devolución?".
 pub fn has_operation_intent(text: &str) -> bool {
-    const VERBS: &[&str] = &[
-        "quiero",
-        "quisiera",
-        "deseo",
-        "necesito",
-        "gustaria",
-        "puedes",
-        "podrias",
-        "cambiar",
-        "cambia",
-        "modificar",
-        "modifica",
-        "anular",
-        "anula",
-        "devolver",
-        "devolucion",
-        "reembolso",
-        "reembolsar",
-        "reprogramar",
-        "actualizar",
-        "cancelar",
-        "want",
-        "would",
-        "need",
-        "change",
-        "modify",
-        "cancel",
-        "return",
-        "refund",
-        "reschedule",
-        "update",
-        "please",
+    let w = words(text);
+    let opens_with_verb = w
+        .iter()
+        .find(|x| {
+            !matches!(
+                x.as_str(),
+                "y" | "and" | "entonces" | "then" | "ok" | "vale"
+            )
+        })
+        .is_some_and(|x| OPERATION_VERBS.contains(&x.as_str()));
+    if opens_with_verb {
+        return true;
+    }
+    // Between a request word and its noun only these may stand: "quiero
+    // una devolución", "I'd like to make a return".
+    const LEAD_IN: &[&str] = &[
+        "un", "una", "el", "la", "mi", "me", "a", "an", "the", "my", "to", "hacer", "make", "do",
+        "pedir", "get", "start", "i", "we", "yo",
     ];
-    words(text).iter().any(|w| VERBS.contains(&w.as_str()))
+    w.iter().enumerate().any(|(at, x)| {
+        if !REQUEST_WORDS.contains(&x.as_str()) {
+            return false;
+        }
+        let rest = &w[at + 1..];
+        let verb = rest
+            .iter()
+            .take(5)
+            .any(|x| OPERATION_VERBS.contains(&x.as_str()) && !LEAD_IN.contains(&x.as_str()));
+        let noun = rest
+            .iter()
+            .skip_while(|x| LEAD_IN.contains(&x.as_str()))
+            .take(1)
+            .any(|x| OPERATION_NOUNS.contains(&x.as_str()));
+        verb || noun
+    })
+}
+
+/// Thanks or a goodbye, and nothing else: "Muchas gracias", "Vale, gracias",
+/// "thanks, that's all", "adiós".
+pub fn is_closing(text: &str) -> bool {
+    const CLOSING: &[&str] = &[
+        "gracias", "thanks", "thank", "thx", "adios", "chao", "bye", "goodbye", "hasta",
+    ];
+    const FILLER: &[&str] = &[
+        "muchas", "mil", "vale", "ok", "okay", "perfecto", "genial", "bien", "muy", "pues",
+        "entonces", "eso", "es", "todo", "nada", "mas", "de", "acuerdo", "luego", "pronto", "you",
+        "so", "much", "that", "s", "all", "great", "perfect", "fine", "good", "very", "nothing",
+        "else", "see", "later", "a", "lot", "cheers", "y", "and", "por", "tu", "ayuda", "for",
+        "the", "help", "your", "buen", "dia", "day", "nice", "have",
+    ];
+    let w = words(text);
+    !w.is_empty()
+        && w.len() <= 10
+        && w.iter().any(|x| CLOSING.contains(&x.as_str()))
+        && w.iter()
+            .all(|x| CLOSING.contains(&x.as_str()) || FILLER.contains(&x.as_str()))
+}
+
+/// "no, el otro", "the other one": the user picks the other of two values.
+pub fn refers_to_other(text: &str) -> bool {
+    let w = words(text);
+    [
+        "el otro",
+        "la otra",
+        "other one",
+        "the other",
+        "otro",
+        "otra",
+    ]
+    .iter()
+    .any(|p| has_phrase(&w, p))
 }
 
 pub fn is_yes(text: &str) -> bool {
@@ -153,7 +339,7 @@ pub fn is_greeting(text: &str) -> bool {
         && w.iter().any(|x| {
             matches!(
                 x.as_str(),
-                "hola" | "buenas" | "buenos" | "hello" | "hi" | "hey" | "gracias" | "thanks"
+                "hola" | "buenas" | "buenos" | "hello" | "hi" | "hey" | "morning" | "evening"
             )
         })
 }
@@ -173,27 +359,110 @@ pub fn is_stopword(word: &str) -> bool {
     word.chars().count() < 3 || STOP.contains(&word)
 }
 
-/// English or Spanish, for the engine's own fixed texts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Language {
-    Spanish,
-    English,
-}
+pub use crate::domain::language::Language;
 
 impl Language {
-    /// Spanish unless the message is clearly English (platform default).
+    /// Spanish unless the message is clearly English (the platform
+    /// default): counts each language's common words, and `¿`, `¡` or an
+    /// accented letter count for Spanish.
     pub fn of(text: &str) -> Language {
         const EN: &[&str] = &[
-            "the", "is", "my", "what", "where", "which", "please", "order", "when", "how", "do",
-            "does", "can", "you", "i", "want", "show", "hello", "hi", "thanks", "and", "of",
+            "the", "is", "are", "my", "what", "where", "which", "please", "order", "orders",
+            "when", "how", "do", "does", "can", "could", "would", "you", "your", "i", "want",
+            "show", "hello", "hi", "thanks", "thank", "and", "of", "to", "for", "it", "this",
+            "that", "have", "has", "need", "like", "get", "at", "with", "store", "open", "close",
+            "opening", "hours", "points", "many", "much", "there", "don", "t", "s", "m", "yes",
+            "other", "one", "just", "tell", "me", "a", "an", "be", "will", "check", "status",
+            "address",
         ];
         const ES: &[&str] = &[
-            "el", "la", "mi", "que", "donde", "cual", "por", "favor", "pedido", "cuando", "como",
-            "puedes", "quiero", "hola", "gracias", "y", "de", "los", "las", "es", "esta",
+            "el",
+            "la",
+            "mi",
+            "mis",
+            "que",
+            "donde",
+            "cual",
+            "por",
+            "favor",
+            "pedido",
+            "pedidos",
+            "cuando",
+            "como",
+            "puedes",
+            "quiero",
+            "hola",
+            "gracias",
+            "y",
+            "de",
+            "del",
+            "los",
+            "las",
+            "es",
+            "esta",
+            "un",
+            "una",
+            "al",
+            "hay",
+            "se",
+            "tengo",
+            "tienda",
+            "abre",
+            "cierra",
+            "hora",
+            "horario",
+            "cuantos",
+            "cuantas",
+            "necesito",
+            "quisiera",
+            "si",
+            "para",
+            "con",
+            "puedo",
+            "en",
+            "lo",
+            "le",
+            "su",
+            "sus",
+            "muchas",
+            "buenas",
+            "buenos",
+            "dias",
+            "otro",
+            "otra",
+            "vale",
+            "ese",
+            "esa",
+            "estado",
+            "direccion",
+            "envio",
+            "mas",
+            "muy",
         ];
         let w = words(text);
         let en = w.iter().filter(|x| EN.contains(&x.as_str())).count();
-        let es = w.iter().filter(|x| ES.contains(&x.as_str())).count();
+        let spanish_marks = text
+            .chars()
+            .filter(|c| {
+                matches!(
+                    c,
+                    '¿' | '¡'
+                        | 'á'
+                        | 'é'
+                        | 'í'
+                        | 'ó'
+                        | 'ú'
+                        | 'ñ'
+                        | 'Á'
+                        | 'É'
+                        | 'Í'
+                        | 'Ó'
+                        | 'Ú'
+                        | 'Ñ'
+                )
+            })
+            .count();
+        let es = w.iter().filter(|x| ES.contains(&x.as_str())).count() + spanish_marks.min(2);
         if en > es {
             Language::English
         } else {

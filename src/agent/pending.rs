@@ -23,6 +23,10 @@ pub struct PendingOperation {
     pub missing: String,
     /// The value proposed for confirmation (rule 3), if the question was one.
     pub proposed: Option<Value>,
+    /// The other values history held when one was proposed: "no, el otro"
+    /// picks the single one left.
+    #[serde(default)]
+    pub alternatives: Vec<Value>,
 }
 
 fn associated_data(account: &AccountId, conversation_id: &str) -> Vec<u8> {

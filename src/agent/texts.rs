@@ -70,8 +70,36 @@ pub fn preparation_without_intent(language: Language) -> &'static str {
 /// Rule 2: ask for a missing argument by its description (or its name).
 pub fn ask_for(language: Language, what: &str) -> String {
     match language {
-        Language::English => format!("To continue I need this: {what}. What is it?"),
-        Language::Spanish => format!("Para continuar necesito este dato: {what}. ¿Cuál es?"),
+        Language::English => format!("To continue, I need {what}. What is it?"),
+        Language::Spanish => format!("Para continuar necesito {what}. ¿Cuál es?"),
+    }
+}
+
+/// Thanks or a goodbye.
+pub fn closing(language: Language) -> &'static str {
+    match language {
+        Language::English => "You're welcome! Is there anything else I can help you with?",
+        Language::Spanish => "¡De nada! ¿Hay algo más en lo que pueda ayudarte?",
+    }
+}
+
+/// `cancelar` when no operation is waiting.
+pub fn nothing_to_cancel(language: Language) -> &'static str {
+    match language {
+        Language::English => "There is no pending operation to cancel.",
+        Language::Spanish => "No hay ninguna operación pendiente que cancelar.",
+    }
+}
+
+/// Rule 12: an image alone does not say what to extract from it.
+pub fn image_needs_instructions(language: Language) -> &'static str {
+    match language {
+        Language::English => {
+            "I received the image. What would you like me to do with it? Tell me what you need and I'll use it for that."
+        }
+        Language::Spanish => {
+            "He recibido la imagen. ¿Qué quieres que haga con ella? Dime qué necesitas y la usaré para eso."
+        }
     }
 }
 
@@ -103,24 +131,40 @@ pub fn choose_option(language: Language, title: &str) -> String {
     }
 }
 
-/// A grounded reply written from the pruned result alone.
-pub fn result_summary(language: Language, facts: &str) -> String {
-    match language {
-        Language::English => format!("This is what I found: {facts}."),
-        Language::Spanish => format!("Esto es lo que encontré: {facts}."),
+/// A grounded reply written from the pruned result alone: one labelled
+/// fact on one line, a short list for several.
+pub fn result_summary(language: Language, facts: &[super::grounding::Fact]) -> String {
+    match facts {
+        [] => empty_result(language).to_owned(),
+        [one] => format!("{}: {}.", one.label, one.value),
+        [first, rest @ ..] => {
+            let intro = match language {
+                Language::English => "Here is what I found:",
+                Language::Spanish => "Esto es lo que encontré:",
+            };
+            let mut text = format!("{intro}\n- {}: {}", first.label, first.value);
+            for fact in rest {
+                text.push_str(&format!("\n- {}: {}", fact.label, fact.value));
+            }
+            text
+        }
     }
 }
 
 /// The deterministic text appended when the host reports a terminal status.
-pub fn operation_reported(status: InteractionStatus) -> &'static str {
-    match status {
-        InteractionStatus::Succeeded => "La operación se completó correctamente.",
-        InteractionStatus::Failed => "La operación no se pudo completar.",
-        InteractionStatus::Cancelled => "La operación fue cancelada.",
-        InteractionStatus::Rejected => "La operación fue rechazada.",
+pub fn operation_reported(language: Language, status: InteractionStatus) -> &'static str {
+    use InteractionStatus::*;
+    match (language, status) {
+        (Language::Spanish, Succeeded) => "La operación se completó correctamente.",
+        (Language::Spanish, Failed) => "La operación no se pudo completar.",
+        (Language::Spanish, Cancelled) => "La operación fue cancelada.",
+        (Language::Spanish, Rejected) => "La operación fue rechazada.",
         // A host never reports `pending` (the route refuses it).
-        InteractionStatus::Expired | InteractionStatus::Pending => {
-            "La operación expiró sin completarse."
-        }
+        (Language::Spanish, Expired | Pending) => "La operación expiró sin completarse.",
+        (Language::English, Succeeded) => "The operation was completed successfully.",
+        (Language::English, Failed) => "The operation could not be completed.",
+        (Language::English, Cancelled) => "The operation was cancelled.",
+        (Language::English, Rejected) => "The operation was rejected.",
+        (Language::English, Expired | Pending) => "The operation expired before it was completed.",
     }
 }

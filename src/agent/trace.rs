@@ -4,6 +4,35 @@
 use serde_json::{Value, json};
 use std::time::Duration;
 
+use crate::domain::closed_set::closed_set;
+
+closed_set! {
+    /// Why a turn answered as it did: the `reason_code` of the trace's
+    /// response event and of the operator's log line.
+    pub enum Reason {
+        CapabilityExcluded = "capability_excluded",
+        Cancelled = "cancelled",
+        NothingToCancel = "nothing_to_cancel",
+        Closing = "closing",
+        Answered = "answered",
+        AnswerRefused = "answer_refused",
+        OutOfScope = "out_of_scope",
+        NoCapability = "no_capability",
+        CapabilityRefused = "capability_refused",
+        PreparationWithoutIntent = "preparation_without_intent",
+        ImageNeedsInstructions = "image_needs_instructions",
+        Clarification = "clarification",
+        Confirmation = "confirmation",
+        EmptyResult = "empty_result",
+        InteractionRequired = "interaction_required",
+        NotFound = "not_found",
+        InteractionExpired = "interaction_expired",
+        CapabilityFailed = "capability_failed",
+        Grounded = "grounded",
+        GroundedTemplate = "grounded_template",
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct Timing {
     pub preparation: Duration,
@@ -41,10 +70,10 @@ impl Trace {
         );
     }
 
-    pub fn responded(&mut self, reason_code: &str) {
+    pub fn responded(&mut self, reason: Reason) {
         self.push(
             json!({"stage": "response_generation", "status": "response_generated",
-            "reason_code": reason_code}),
+            "reason_code": reason.as_str()}),
         );
     }
 

@@ -20,6 +20,7 @@ use super::json_body::JsonBody;
 use crate::agent::{new_id, texts};
 use crate::clock::now_millis;
 use crate::domain::interaction::InteractionStatus;
+use crate::domain::language::Language;
 use crate::domain::text::check_bounded;
 use crate::store::conversations::{CloseOutcome, NewMessage};
 use crate::store::idempotency::Completion;
@@ -130,7 +131,10 @@ pub async fn report_operation_result(
             return Err(ApiError::Gone("the interaction has expired".into()));
         }
         let message_id = new_id("msg_");
-        let text = texts::operation_reported(report.status);
+        // The conversation's own language (Spanish, the default, for one
+        // older than the language column).
+        let language = conversation.language().unwrap_or(Language::Spanish);
+        let text = texts::operation_reported(language, report.status);
         let response = json!({
             "conversation_id": conversation_id,
             "interaction_id": report.interaction_id,

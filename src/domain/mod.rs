@@ -8,5 +8,6 @@ pub mod diagnostics;
 pub mod id;
 pub mod idempotency;
 pub mod interaction;
+pub mod language;
 pub mod policy;
 pub mod text;

@@ -8,6 +8,7 @@ use sqlx::{Database, Decode, Encode, Type};
 use crate::domain::capability::{LifecycleStatus, RevisionChange};
 use crate::domain::credential::{AuthType, CredentialStatus};
 use crate::domain::interaction::InteractionStatus;
+use crate::domain::language::Language;
 use crate::store::capability_tests::TestStatus;
 use crate::store::conversations::MessageRole;
 use crate::store::idempotency::IdempotencyState;
@@ -61,6 +62,7 @@ text_column!(
     AuthType,
     CredentialStatus,
     InteractionStatus,
+    Language,
     TestStatus,
     MessageRole,
     IdempotencyState,

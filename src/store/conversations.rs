@@ -12,6 +12,7 @@ use crate::crypto::sealed::Sealed;
 use crate::domain::account::AccountId;
 use crate::domain::closed_set::closed_set;
 use crate::domain::interaction::InteractionStatus;
+use crate::domain::language::Language;
 
 /// A conversation the store found for an account. Only
 /// [`Store::find_conversation`] makes one (the fields are private), so the
@@ -22,9 +23,22 @@ pub struct ConversationRow {
     account_id: i64,
     user_id: Option<String>,
     created_at: i64,
+    language: Option<Language>,
+    last_capability: Option<String>,
 }
 
 impl ConversationRow {
+    /// The language the conversation started in (`None` for one older than
+    /// the column).
+    pub fn language(&self) -> Option<Language> {
+        self.language
+    }
+
+    /// The name of the capability the conversation's last call used.
+    pub fn last_capability(&self) -> Option<&str> {
+        self.last_capability.as_deref()
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -101,11 +115,19 @@ pub enum PendingChange {
     Set(StoredPending),
 }
 
+/// A conversation this turn starts.
+pub struct NewConversation<'a> {
+    pub user_id: Option<&'a str>,
+    pub language: Language,
+}
+
 /// Everything one turn writes.
 pub struct TurnRecord<'a> {
     pub conversation_id: &'a str,
-    /// `Some(user_id)` when this turn starts the conversation.
-    pub new_conversation: Option<Option<&'a str>>,
+    /// Set when this turn starts the conversation.
+    pub new_conversation: Option<NewConversation<'a>>,
+    /// The capability this turn called, kept for the next turn's follow-ups.
+    pub called_capability: Option<&'a str>,
     pub user_message: NewMessage<'a>,
     pub assistant_message: NewMessage<'a>,
     pub interaction: Option<NewInteraction<'a>>,
@@ -131,7 +153,7 @@ impl Store {
         id: &str,
     ) -> StoreResult<Option<ConversationRow>> {
         Ok(on_pool!(self, pool => {
-            sqlx::query_as("SELECT id, account_id, user_id, created_at FROM conversations WHERE account_id = $1 AND id = $2")
+            sqlx::query_as("SELECT id, account_id, user_id, created_at, language, last_capability FROM conversations WHERE account_id = $1 AND id = $2")
                 .bind(account.number())
                 .bind(id)
                 .fetch_optional(pool)
@@ -266,26 +288,30 @@ impl Store {
         let begin = self.write_transaction_statement();
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
-            match turn.new_conversation {
-                Some(user_id) => {
+            match &turn.new_conversation {
+                Some(new) => {
                     sqlx::query(
-                        "INSERT INTO conversations (id, account_id, user_id, created_at, updated_at) \
-                         VALUES ($1, $2, $3, $4, $4)",
+                        "INSERT INTO conversations (id, account_id, user_id, created_at, updated_at, language, last_capability) \
+                         VALUES ($1, $2, $3, $4, $4, $5, $6)",
                     )
                     .bind(turn.conversation_id)
                     .bind(account.number())
-                    .bind(user_id)
+                    .bind(new.user_id)
                     .bind(now)
+                    .bind(new.language)
+                    .bind(turn.called_capability)
                     .execute(&mut *tx)
                     .await?;
                 }
                 None => {
                     let touched = sqlx::query(
-                        "UPDATE conversations SET updated_at = $3 WHERE id = $1 AND account_id = $2",
+                        "UPDATE conversations SET updated_at = $3, last_capability = COALESCE($4, last_capability) \
+                         WHERE id = $1 AND account_id = $2",
                     )
                     .bind(turn.conversation_id)
                     .bind(account.number())
                     .bind(now)
+                    .bind(turn.called_capability)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();

@@ -87,12 +87,10 @@ impl Store {
         })?;
         Ok(match row {
             Some((hash, _, _, _)) if hash != request_hash => Claim::KeyReused,
-            Some((_, IdempotencyState::Done, Some(status), Some(body))) => {
-                Claim::Replay {
-                    status: u16::try_from(status).unwrap_or(500),
-                    body,
-                }
-            }
+            Some((_, IdempotencyState::Done, Some(status), Some(body))) => Claim::Replay {
+                status: u16::try_from(status).unwrap_or(500),
+                body,
+            },
             // In flight, or released between our insert and select: either way busy.
             _ => Claim::InFlight,
         })

@@ -81,8 +81,9 @@ both_backends! {
         let response = shop.app.client.post(shop.app.url(&format!("/v1/conversations/{c}/operation-results")))
             .header("idempotency-key", new_key()).json(&result(&i, "succeeded")).send().await.unwrap();
         assert_eq!(response.status(), 401);
-        // Expired.
-        let (c2, expired) = with_interaction(&shop, "A-3003").await;
+        // Expired between the offer and the report.
+        let (c2, expired) = with_interaction(&shop, "A-1001").await;
+        shop.expire_interaction(&expired).await;
         let (status, body) = shop.report(&c2, &new_key(), result(&expired, "succeeded")).await;
         assert_eq!(status, 410, "{body}");
         // After all those refusals the interaction can still be closed.

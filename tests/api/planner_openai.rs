@@ -82,6 +82,7 @@ async fn plan_with(replies: Vec<FakeReply>) -> (FakeInference, Result<PlanOutcom
         history: &[],
         message: "¿Dónde está mi pedido A-123?",
         image: None,
+        previous_capability: None,
     };
     let outcome = planner(&fake, Duration::from_secs(5)).plan(&request).await;
     (fake, outcome)
@@ -254,6 +255,7 @@ async fn a_hanging_backend_is_unavailable_within_the_timeout() {
         history: &[],
         message: "hola",
         image: None,
+        previous_capability: None,
     };
     let started = Instant::now();
     let outcome = planner(&fake, Duration::from_millis(300))
@@ -286,6 +288,7 @@ async fn a_refused_connection_is_unavailable() {
         history: &[],
         message: "hola",
         image: None,
+        previous_capability: None,
     };
     assert!(matches!(
         planner.plan(&request).await,
@@ -379,6 +382,7 @@ async fn no_tools_are_offered_when_there_are_no_capabilities() {
         history: &[],
         message: "hola",
         image: None,
+        previous_capability: None,
     };
     let planner = OpenAiPlanner::new(OpenAiConfig {
         url: fake.base_url(),
@@ -419,6 +423,7 @@ async fn history_is_bounded_to_the_last_twelve_entries() {
         history: &history,
         message: "and now?",
         image: None,
+        previous_capability: None,
     };
     planner(&fake, Duration::from_secs(5))
         .plan(&request)
@@ -458,6 +463,7 @@ async fn an_image_is_sent_inline_as_a_data_url() {
         history: &[],
         message: "¿Qué pedido es este?",
         image: Some(&image),
+        previous_capability: None,
     };
     planner(&fake, Duration::from_secs(5))
         .plan(&request)

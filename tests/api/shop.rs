@@ -208,6 +208,16 @@ impl Shop {
         store.conversation_references(&row).await.unwrap()
     }
 
+    /// Moves an issued interaction's expiry into the past, as time would.
+    pub async fn expire_interaction(&self, interaction: &str) {
+        let sql = format!("UPDATE interactions SET expires_at = 0 WHERE id = '{interaction}'");
+        match &self.app.store {
+            warden::store::Store::Sqlite(p) => sqlx::query(&sql).execute(p).await.map(|_| ()),
+            warden::store::Store::Postgres(p) => sqlx::query(&sql).execute(p).await.map(|_| ()),
+        }
+        .unwrap();
+    }
+
     /// Paths the endpoint was called on, in order.
     pub fn calls(&self) -> Vec<(String, Value)> {
         self.endpoint

@@ -31,12 +31,25 @@ impl BuiltinPlanner {
 fn decide(request: &PlanRequest<'_>) -> Plan {
     let message_words = content_words(request.message);
     let intent = has_operation_intent(request.message);
+    let family = request
+        .previous_capability
+        .map(|name| content_words(&name.replace(['_', '-'], " ")))
+        .unwrap_or_default();
     let best = request
         .capabilities
         .iter()
         // Rule 8: a preparation capability only after an operation intent.
         .filter(|c| intent || !c.preparation)
-        .map(|c| (score(c, &message_words, request.message), c))
+        .map(|c| {
+            let s = score(c, &message_words, request.message);
+            // A follow-up stays with the family of the last call: a tie
+            // goes to the capability that shares a name word with it.
+            let kin = s > 0
+                && content_words(&c.name.replace(['_', '-'], " "))
+                    .iter()
+                    .any(|w| family.contains(w));
+            (s * 2 + usize::from(kin), c)
+        })
         .filter(|(s, _)| *s > 0)
         // Highest score; on a tie the earlier published capability.
         .fold(
@@ -46,6 +59,16 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
                 _ => Some((s, c)),
             },
         );
+    // "¿Y la Tienda Triana?", "and tomorrow?": a short follow-up that names
+    // no capability asks the last one again.
+    let best = best.or_else(|| {
+        let previous = request.previous_capability?;
+        is_follow_up(request.message)
+            .then(|| request.capabilities.iter().find(|c| c.name == previous))
+            .flatten()
+            .filter(|c| intent || !c.preparation)
+            .map(|c| (1, c))
+    });
     if let Some((_, capability)) = best {
         return Plan::Call {
             capability: capability.name.clone(),
@@ -75,13 +98,96 @@ fn greeting(message: &str) -> &'static str {
     }
 }
 
-/// Content words reduced to a short stem, so "pedidos" meets "pedido".
+/// Content words reduced to a short stem, so "pedidos" meets "pedido", or
+/// to their concept in the bilingual lexicon, so "puntos de fidelidad"
+/// meets "loyalty points".
 fn content_words(text: &str) -> HashSet<String> {
     words(text)
         .into_iter()
         .filter(|w| !is_stopword(w))
-        .map(|w| stem(&w))
+        .map(|w| concept(&w).map_or_else(|| stem(&w), str::to_owned))
         .collect()
+}
+
+/// The service domain's words in Spanish and English, by concept. A word
+/// belongs to a concept when it starts with one of the concept's stems.
+const LEXICON: &[(&str, &[&str])] = &[
+    ("#order", &["pedido", "order", "compra", "purchase"]),
+    (
+        "#shipping",
+        &[
+            "envio", "enviad", "ship", "entreg", "deliver", "paquet", "parcel",
+        ],
+    ),
+    ("#tracking", &["seguim", "rastre", "track"]),
+    ("#carrier", &["transport", "carrier", "mensajer", "courier"]),
+    (
+        "#store",
+        &["tienda", "store", "shop", "local", "sucursal", "branch"],
+    ),
+    (
+        "#hours",
+        &[
+            "horari", "hora", "hour", "abre", "abri", "abiert", "open", "cierra", "cerra",
+            "cerrad", "close", "closing", "schedul",
+        ],
+    ),
+    ("#points", &["punto", "point"]),
+    (
+        "#loyalty",
+        &["fidelid", "lealtad", "loyal", "reward", "recompens"],
+    ),
+    ("#balance", &["saldo", "balanc"]),
+    ("#customer", &["client", "custom"]),
+    ("#address", &["direcc", "domicil", "address"]),
+    (
+        "#return",
+        &[
+            "devoluc", "devolv", "devuel", "return", "refund", "reembols",
+        ],
+    ),
+    (
+        "#invoice",
+        &["factura", "invoice", "bill", "recibo", "receipt"],
+    ),
+    ("#payment", &["pago", "pagar", "pay"]),
+    (
+        "#price",
+        &["precio", "price", "cost", "cuesta", "cuanto cuesta"],
+    ),
+    ("#product", &["product", "articul", "item", "prenda"]),
+    (
+        "#stock",
+        &["stock", "disponib", "availab", "inventar", "existenc"],
+    ),
+    ("#status", &["estado", "status", "situac"]),
+    ("#appointment", &["cita", "appoint"]),
+    ("#booking", &["reserv", "book"]),
+    ("#account", &["cuenta", "account"]),
+    ("#change", &["cambi", "change", "modific", "modify"]),
+    ("#cancel", &["cancel", "anula"]),
+    ("#city", &["ciudad", "city", "town"]),
+    ("#where", &["donde", "where", "ubicac", "locat"]),
+    ("#when", &["cuando", "when"]),
+    ("#time", &["tiempo", "time", "plazo"]),
+];
+
+fn concept(word: &str) -> Option<&'static str> {
+    LEXICON
+        .iter()
+        .find(|(_, stems)| stems.iter().any(|s| word.starts_with(s)))
+        .map(|(concept, _)| *concept)
+}
+
+/// "¿Y la Tienda Triana?", "and on Sunday?", "what about A-1002?".
+fn is_follow_up(message: &str) -> bool {
+    let w = words(message);
+    w.len() <= 8
+        && (matches!(
+            w.first().map(String::as_str),
+            Some("y" | "and" | "e" | "tambien" | "also")
+        ) || w.starts_with(&["what".into(), "about".into()])
+            || w.starts_with(&["how".into(), "about".into()]))
 }
 
 fn stem(word: &str) -> String {
@@ -165,6 +271,7 @@ mod tests {
                 history: &[],
                 message,
                 image: None,
+                previous_capability: None,
             })
             .plan
     }

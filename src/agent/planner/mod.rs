@@ -66,6 +66,9 @@ pub struct PlanRequest<'a> {
     pub message: &'a str,
     /// Held in memory for this turn only.
     pub image: Option<&'a InboundImage>,
+    /// The capability the conversation's last call used (by name): a short
+    /// follow-up ("¿Y cuándo cierra?") stays with its family.
+    pub previous_capability: Option<&'a str>,
 }
 
 /// What a planner proposes for a turn.
