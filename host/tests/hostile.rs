@@ -127,7 +127,10 @@ fn a_panic_is_a_trap() {
         .check_definition("acct", "{}", Default::default())
         .unwrap_err();
     assert!(matches!(err, SandboxError::Trap(_)), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(5), "a trap ends the call at once");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "a trap ends the call at once"
+    );
     faulted_instance_not_reused(&s, "acct", 1);
     healthy_still_works();
 }
