@@ -105,7 +105,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "host_interaction result handling",
-            |d| d["result_handling"] = json!("host_interaction"),
+            |d| {
+                d["result_handling"] = json!("host_interaction");
+                d["output_schema"] = crate::executor::host_interaction_output_schema();
+            },
             &[],
         ),
         case(
@@ -576,6 +579,29 @@ fn cases() -> Vec<Case> {
             "unknown result_handling",
             |d| d["result_handling"] = json!("stream"),
             &[("/result_handling", "result-handling-invalid")],
+        ),
+        case(
+            "a preparation whose output schema would prune operation_ref away",
+            |d| {
+                d["result_handling"] = json!("host_interaction");
+                d["output_schema"] = crate::executor::host_interaction_output_schema();
+                d["output_schema"]["properties"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("operation_ref");
+            },
+            &[(
+                "/output_schema/properties/operation_ref",
+                "interaction-output-incomplete",
+            )],
+        ),
+        case(
+            "a preparation with an ordinary output schema",
+            |d| d["result_handling"] = json!("host_interaction"),
+            &[(
+                "/output_schema/properties/type",
+                "interaction-output-incomplete",
+            )],
         ),
     ];
     // Every keyword outside the allowed lists is rejected (rule 6).

@@ -257,7 +257,7 @@ both_backends! {
     }
 }
 
-/// An output schema that declares the closed confirmation shape.
+/// An output schema that declares the closed confirmation and selection shapes.
 pub fn host_interaction_output_schema() -> Value {
     let s = |n: u64| json!({"type": "string", "maxLength": n});
     json!({
@@ -265,6 +265,9 @@ pub fn host_interaction_output_schema() -> Value {
         "properties": {
             "type": {"type": "string", "maxLength": 32, "enum": ["confirm_operation", "selection", "not_found"]},
             "operation": s(64), "operation_ref": s(256), "expires_at": s(40),
+            "selection_ref": s(256), "title": s(200),
+            "options": {"type": "array", "maxItems": 20, "items": {"type": "object", "additionalProperties": false,
+                "properties": {"option_ref": s(256), "label": s(200), "description": s(500)}}},
             "preview": {"type": "object", "additionalProperties": false, "properties": {
                 "title": s(200),
                 "fields": {"type": "array", "maxItems": 20, "items": {"type": "object", "additionalProperties": false,

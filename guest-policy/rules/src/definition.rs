@@ -282,6 +282,9 @@ pub fn check(def: &Value, options: Options) -> Result<(), Vec<Violation>> {
         .map(|s| schema::check(Dialect::Input, s, &root.key("input_schema"), &mut out));
     if let Some(s) = obj.get("output_schema") {
         schema::check(Dialect::Output, s, &root.key("output_schema"), &mut out);
+        if obj.get("result_handling").and_then(Value::as_str) == Some("host_interaction") {
+            crate::interaction::check_output_schema(s, &root.key("output_schema"), &mut out);
+        }
     }
     if let Some(v) = obj.get("context_bindings") {
         check_bindings(v, input.as_ref(), &root.key("context_bindings"), &mut out);

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value, json};
 
 use crate::schema::{Dialect, Schema, compile};
-use crate::violation::Violation;
+use crate::violation::{Pointer, Violation, Violations};
 
 /// The deterministic not-found assistant text (contract 1, rule 9).
 pub const NOT_FOUND_TEXT: &str = "No hay una operación disponible para esta consulta.";
@@ -96,6 +96,114 @@ fn schemas() -> &'static Schemas {
             not_found: c(NOT_FOUND_SCHEMA),
         }
     })
+}
+
+/// The members each result kind needs, as paths of property names through
+/// `properties` (and `items` for arrays, written `[]`): what the output
+/// schema must declare so that pruning keeps the closed result whole.
+const MEMBERS: &[(&str, &[&str])] = &[
+    (
+        "confirm_operation",
+        &[
+            "operation",
+            "operation_ref",
+            "expires_at",
+            "preview/title",
+            "preview/fields/[]/label",
+            "preview/fields/[]/value",
+        ],
+    ),
+    (
+        "selection",
+        &[
+            "operation",
+            "selection_ref",
+            "expires_at",
+            "title",
+            "options/[]/option_ref",
+            "options/[]/label",
+        ],
+    ),
+    ("not_found", &[]),
+];
+
+/// Contract 2.3 at import: a `host_interaction` capability's output schema
+/// keeps every member of each result kind its `type` admits — `not_found`
+/// always, and at least one of `confirm_operation` and `selection` — so no
+/// result the host may send is pruned into an invalid one at run time.
+pub fn check_output_schema(schema: &Value, at: &Pointer, out: &mut Violations) {
+    let type_at = at.key("properties").key("type");
+    let Some(type_schema) = schema.pointer("/properties/type") else {
+        out.push(
+            &type_at,
+            "interaction-output-incomplete",
+            "a host_interaction output schema declares `type` (confirm_operation, selection, not_found)",
+        );
+        return;
+    };
+    // The kinds `type` admits: its enum or const, every kind otherwise.
+    let admitted: Vec<&str> = match (type_schema.get("enum"), type_schema.get("const")) {
+        (Some(Value::Array(words)), _) => words.iter().filter_map(Value::as_str).collect(),
+        (_, Some(Value::String(word))) => vec![word.as_str()],
+        _ => MEMBERS.iter().map(|(kind, _)| *kind).collect(),
+    };
+    if let Some(unknown) = admitted
+        .iter()
+        .find(|k| !MEMBERS.iter().any(|(kind, _)| kind == *k))
+    {
+        out.push(
+            &type_at,
+            "interaction-output-incomplete",
+            format!("`type` admits {unknown:?}, which is not a host-interaction result kind"),
+        );
+    }
+    if !admitted.contains(&"not_found") {
+        out.push(
+            &type_at,
+            "interaction-output-incomplete",
+            "`type` must admit not_found (contract rule 9)",
+        );
+    }
+    if !admitted.contains(&"confirm_operation") && !admitted.contains(&"selection") {
+        out.push(
+            &type_at,
+            "interaction-output-incomplete",
+            "`type` must admit confirm_operation or selection",
+        );
+    }
+    for (kind, members) in MEMBERS.iter().filter(|(k, _)| admitted.contains(k)) {
+        for member in *members {
+            let mut node = schema;
+            let mut pointer = at.clone();
+            let mut declared = true;
+            for step in member.split('/') {
+                let next = if step == "[]" {
+                    pointer = pointer.key("items");
+                    node.get("items")
+                } else {
+                    pointer = pointer.key("properties").key(step);
+                    node.get("properties").and_then(|p| p.get(step))
+                };
+                match next {
+                    Some(n) => node = n,
+                    None => {
+                        declared = false;
+                        break;
+                    }
+                }
+            }
+            if !declared && !out.is_full() {
+                out.push(
+                    &pointer,
+                    "interaction-output-incomplete",
+                    format!(
+                        "`type` admits {kind}, whose result carries `{}`: declare it, or pruning removes it and every {kind} result fails",
+                        member.replace("/[]", "[]").replace('/', ".")
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// Parses and shapes a host-interaction result.
@@ -273,5 +381,80 @@ mod tests {
         assert_eq!(shape(bad_ref).unwrap_err()[0].rule, "pattern-mismatch");
         assert_eq!(shape(json!({"type": "selection", "operation": "x", "selection_ref": "s", "expires_at": "2026-11-22T15:00:00Z",
             "title": "t", "options": []})).unwrap_err()[0].rule, "array-too-short");
+    }
+
+    fn complete_output_schema() -> Value {
+        let s = |n: u64| json!({"type": "string", "maxLength": n});
+        json!({"type": "object", "additionalProperties": false, "properties": {
+            "type": {"type": "string", "maxLength": 32, "enum": ["confirm_operation", "selection", "not_found"]},
+            "operation": s(64), "operation_ref": s(256), "selection_ref": s(256), "expires_at": s(40),
+            "title": s(200),
+            "preview": {"type": "object", "additionalProperties": false, "properties": {
+                "title": s(200),
+                "fields": {"type": "array", "maxItems": 20, "items": {"type": "object",
+                    "additionalProperties": false, "properties": {"label": s(100), "value": s(500)}}}}},
+            "options": {"type": "array", "maxItems": 20, "items": {"type": "object",
+                "additionalProperties": false,
+                "properties": {"option_ref": s(256), "label": s(200), "description": s(500)}}}}})
+    }
+
+    fn output_rules(schema: &Value) -> Vec<(String, String)> {
+        let mut out = Violations::new();
+        check_output_schema(schema, &Pointer::root().key("output_schema"), &mut out);
+        out.into_vec()
+            .into_iter()
+            .map(|v| (v.pointer, v.rule))
+            .collect()
+    }
+
+    #[test]
+    fn an_output_schema_must_keep_every_member_of_the_kinds_it_admits() {
+        assert_eq!(output_rules(&complete_output_schema()), vec![]);
+        // Without operation_ref a confirmation is pruned into an invalid result.
+        let mut no_ref = complete_output_schema();
+        no_ref["properties"]
+            .as_object_mut()
+            .unwrap()
+            .remove("operation_ref");
+        assert_eq!(
+            output_rules(&no_ref),
+            vec![(
+                "/output_schema/properties/operation_ref".into(),
+                "interaction-output-incomplete".into()
+            )]
+        );
+        // A type that omits selection needs no selection members...
+        let mut confirm_only = complete_output_schema();
+        confirm_only["properties"]["type"]["enum"] = json!(["confirm_operation", "not_found"]);
+        for member in ["selection_ref", "title", "options"] {
+            confirm_only["properties"]
+                .as_object_mut()
+                .unwrap()
+                .remove(member);
+        }
+        assert_eq!(output_rules(&confirm_only), vec![]);
+        // ...but one that admits it needs them all, down to the options' items.
+        let mut no_option_ref = complete_output_schema();
+        no_option_ref["properties"]["options"]["items"]["properties"]
+            .as_object_mut()
+            .unwrap()
+            .remove("option_ref");
+        assert_eq!(
+            output_rules(&no_option_ref),
+            vec![(
+                "/output_schema/properties/options/items/properties/option_ref".into(),
+                "interaction-output-incomplete".into()
+            )]
+        );
+        // not_found is always admitted; an unknown kind is refused.
+        let mut no_not_found = complete_output_schema();
+        no_not_found["properties"]["type"]["enum"] =
+            json!(["confirm_operation", "selection", "done"]);
+        let got = output_rules(&no_not_found);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got.iter()
+                .all(|(p, _)| p == "/output_schema/properties/type")
+        );
     }
 }
