@@ -38,6 +38,8 @@ fn main() {
         "src",
         "rules/src",
         "rules/Cargo.toml",
+        "sdk/src",
+        "sdk/Cargo.toml",
         "Cargo.toml",
         "Cargo.lock",
     ] {
