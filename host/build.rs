@@ -2,7 +2,8 @@
 //! `wasm32-wasip2` and leaves it at `$OUT_DIR/warden_guest_policy.wasm`, where
 //! `src/guest.rs` embeds it with `include_bytes!`.
 //!
-//! The guest is its own cargo workspace; it is built by a nested cargo with
+//! The guest is its own cargo workspace; it is built by a nested cargo
+//! (`warden_guest_build::build_component`, shared with the tests) with
 //! its own target directory (`$OUT_DIR/guest-target`, or
 //! `$WARDEN_GUEST_TARGET_DIR` when set) so it never contends for the outer
 //! build's lock. A plain `cargo build` works on a clean clone as long as the
@@ -12,8 +13,9 @@
 //! instead (for packagers); nothing is compiled then.
 
 use std::env;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
+
+use warden_guest_build::build_component;
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -38,6 +40,8 @@ fn main() {
         "src",
         "rules/src",
         "rules/Cargo.toml",
+        "sdk/src",
+        "sdk/Cargo.toml",
         "Cargo.toml",
         "Cargo.lock",
     ] {
@@ -50,53 +54,4 @@ fn main() {
         .unwrap_or_else(|| out_dir.join("guest-target"));
     let built = build_component(&guest_dir, &target_dir, "warden_guest_policy");
     std::fs::copy(&built, &dest).unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
-}
-
-/// Runs `cargo build --release --target wasm32-wasip2` in `dir` and returns
-/// the path of the component it produced.
-fn build_component(dir: &Path, target_dir: &Path, artifact: &str) -> PathBuf {
-    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(dir)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--target",
-            "wasm32-wasip2",
-            "--target-dir",
-        ])
-        .arg(target_dir);
-    // The outer build's settings are for the host target; none of them may
-    // leak into the guest build (flags, target, jobserver, wrappers).
-    for (key, _) in env::vars_os() {
-        let key = key.to_string_lossy().into_owned();
-        if (key.starts_with("CARGO_") && key != "CARGO_HOME" && key != "CARGO_NET_OFFLINE")
-            || matches!(
-                key.as_str(),
-                "RUSTFLAGS"
-                    | "RUSTC_WRAPPER"
-                    | "RUSTC_WORKSPACE_WRAPPER"
-                    | "MAKEFLAGS"
-                    | "MFLAGS"
-                    | "RUSTDOCFLAGS"
-            )
-        {
-            cmd.env_remove(&key);
-        }
-    }
-    let status = cmd
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run cargo for {}: {e}", dir.display()));
-    if !status.success() {
-        panic!(
-            "building the guest component in {} failed ({status}). Is the target installed? \
-             Run `rustup target add wasm32-wasip2`.",
-            dir.display()
-        );
-    }
-    target_dir
-        .join("wasm32-wasip2")
-        .join("release")
-        .join(format!("{artifact}.wasm"))
 }

@@ -94,34 +94,22 @@ pub fn check_guest_with(source: GuestSource, config: SandboxConfig) -> GuestChec
 
 const ACCOUNT: &str = "warden:self-test";
 
+/// The example manifest's `order_status` (`examples/manifests/orders.json`,
+/// the one copy every test suite also reads): a definition every rule of the
+/// contract accepts.
 fn definition() -> Value {
-    json!({
-        "name": "order_status",
-        "description": "Looks up the status of an order",
-        "when_to_use": "When the user asks where an order is",
-        "method": "POST",
-        "url": "https://api.shop.example/v1/orders/status",
-        "auth": {"type": "bearer", "credential_ref": "cred_orders"},
-        "safe_headers": {"accept": "application/json"},
-        "input_schema": input_schema(),
-        "output_schema": output_schema(),
-        "business_rules": [],
-        "examples": [],
-        "side_effect": "read",
-        "requires_approval": false,
-        "timeout_ms": 5000,
-        "retry_count": 1
-    })
+    let manifest: Value =
+        serde_json::from_str(include_str!("../../examples/manifests/orders.json"))
+            .expect("examples/manifests/orders.json is JSON");
+    manifest["capabilities"][0].clone()
 }
 
 fn input_schema() -> Value {
-    json!({"type": "object", "additionalProperties": false, "required": ["order"],
-        "properties": {"order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z0-9-]+$"}}})
+    definition()["input_schema"].clone()
 }
 
 fn output_schema() -> Value {
-    json!({"type": "object", "additionalProperties": false,
-        "properties": {"status": {"type": "string", "maxLength": 40}}})
+    definition()["output_schema"].clone()
 }
 
 /// Ok, or a violation with `rule` among the reported ones.

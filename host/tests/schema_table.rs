@@ -4,27 +4,11 @@
 
 use serde_json::{Value, json};
 use warden_host::{DefinitionOptions, GuestSource, Sandbox};
+use warden_policy_rules::fixtures;
 
+/// The example manifest's `order_status`: every row changes one thing in it.
 fn base() -> Value {
-    json!({
-        "name": "order_status",
-        "description": "Looks up the status of an order",
-        "when_to_use": "When the user asks where an order is",
-        "method": "POST",
-        "url": "https://api.shop.example/v1/orders/status",
-        "auth": {"type": "bearer", "credential_ref": "cred_orders"},
-        "safe_headers": {"accept": "application/json"},
-        "input_schema": {"type": "object", "additionalProperties": false, "required": ["order"],
-            "properties": {"order": {"type": "string", "maxLength": 20}}},
-        "output_schema": {"type": "object", "additionalProperties": false,
-            "properties": {"status": {"type": "string", "maxLength": 40}}},
-        "business_rules": [],
-        "examples": [],
-        "side_effect": "read",
-        "requires_approval": false,
-        "timeout_ms": 5000,
-        "retry_count": 1
-    })
+    fixtures::order_status()
 }
 
 /// An input property schema `p` under /input_schema/properties/p.
@@ -301,26 +285,7 @@ fn table() -> Vec<Row> {
             vec![at(IP, "type-required")],
         ),
     ];
-    for kw in [
-        "allOf",
-        "$ref",
-        "minimum",
-        "maximum",
-        "minItems",
-        "format",
-        "exclusiveMinimum",
-        "uniqueItems",
-        "$defs",
-        "if",
-        "then",
-        "else",
-        "dependentRequired",
-        "patternProperties",
-        "propertyNames",
-        "default",
-        "examples",
-        "title",
-    ] {
+    for &kw in fixtures::FORBIDDEN_KEYWORDS {
         let mut d = base();
         d["input_schema"]["properties"]["order"][kw] = json!(1);
         let pointer = format!(

@@ -605,20 +605,7 @@ fn cases() -> Vec<Case> {
         ),
     ];
     // Every keyword outside the allowed lists is rejected (rule 6).
-    for keyword in [
-        "allOf",
-        "$ref",
-        "minimum",
-        "maximum",
-        "minItems",
-        "format",
-        "default",
-        "uniqueItems",
-        "patternProperties",
-        "exclusiveMinimum",
-        "multipleOf",
-        "$schema",
-    ] {
+    for &keyword in warden_policy_rules::fixtures::FORBIDDEN_KEYWORDS {
         let value = match keyword {
             "allOf" => json!([{"type": "string", "maxLength": 3}]),
             "$ref" | "$schema" => json!("#/definitions/x"),

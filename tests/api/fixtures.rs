@@ -5,38 +5,13 @@ use serde_json::{Value, json};
 
 pub const CREDENTIAL: &str = "cred_orders";
 
-/// A definition every rule accepts (given `cred_orders` is configured).
+/// A definition every rule accepts (given `cred_orders` is configured): the
+/// example manifest's `order_status`, named `name`.
 pub fn valid_definition(name: &str) -> Value {
-    json!({
-        "name": name,
-        "description": "Looks up the status of an order",
-        "when_to_use": "When the user asks where an order is",
-        "method": "POST",
-        "url": "https://api.shop.example/v1/orders/status",
-        "auth": {"type": "bearer", "credential_ref": CREDENTIAL},
-        "safe_headers": {"accept": "application/json"},
-        "input_schema": {
-            "type": "object", "additionalProperties": false, "required": ["order"],
-            "properties": {"order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z0-9-]+$",
-                                     "description": "The order number"}}
-        },
-        "output_schema": {
-            "type": "object", "additionalProperties": false,
-            "properties": {
-                "status": {"type": "string", "maxLength": 40},
-                "lines": {"type": "array", "maxItems": 10, "items": {
-                    "type": "object", "additionalProperties": false,
-                    "properties": {"sku": {"type": "string", "maxLength": 20}, "qty": {"type": "integer"}}
-                }}
-            }
-        },
-        "business_rules": ["Only the customer's own orders"],
-        "examples": [],
-        "side_effect": "read",
-        "requires_approval": false,
-        "timeout_ms": 5000,
-        "retry_count": 1
-    })
+    let mut definition = warden_policy_rules::fixtures::order_status();
+    definition["name"] = json!(name);
+    definition["auth"]["credential_ref"] = json!(CREDENTIAL);
+    definition
 }
 
 /// An account with a key and the fixtures' credential configured.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 fn guest(dir: &str, artifact: &str) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-    warden_test_guests::build_guest(&source, artifact, Path::new(env!("CARGO_TARGET_TMPDIR")))
+    warden_guest_build::build_guest(&source, artifact, Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 #[tokio::test]

@@ -507,26 +507,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The example manifest's `order_status` (one definition for every suite).
     pub fn valid() -> Value {
-        json!({
-            "name": "order_status",
-            "description": "Looks up the status of an order",
-            "when_to_use": "When the user asks where an order is",
-            "method": "POST",
-            "url": "https://api.shop.example/v1/orders/status",
-            "auth": {"type": "bearer", "credential_ref": "cred_orders"},
-            "safe_headers": {"accept": "application/json"},
-            "input_schema": {"type": "object", "additionalProperties": false, "required": ["order"],
-                "properties": {"order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z0-9-]+$"}}},
-            "output_schema": {"type": "object", "additionalProperties": false,
-                "properties": {"status": {"type": "string", "maxLength": 40}}},
-            "business_rules": ["Only the customer's own orders"],
-            "examples": [],
-            "side_effect": "read",
-            "requires_approval": false,
-            "timeout_ms": 5000,
-            "retry_count": 1
-        })
+        crate::fixtures::order_status()
     }
 
     fn rules_of(def: Value, opts: Options) -> Vec<(String, String)> {

@@ -25,7 +25,8 @@
 //!   server's executor (which checks every resolved address with it);
 //! - [`interaction`]: the closed host-interaction result (2.3, rules 9 and 10);
 //! - [`cache`]: compiled schemas kept by key, as a guest instance does;
-//! - [`candidates`]: which candidate values match a property's `pattern`.
+//! - [`candidates`]: which candidate values match a property's `pattern`;
+//! - `fixtures` (tests, feature `fixtures`): test data other suites share.
 
 pub mod address;
 #[cfg(any(test, feature = "bench-cases"))]
@@ -33,6 +34,8 @@ pub mod bench_cases;
 pub mod cache;
 pub mod candidates;
 pub mod definition;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod interaction;
 pub mod number;
 pub mod pattern;
