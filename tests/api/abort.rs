@@ -237,7 +237,8 @@ fn order_status_definition(shop: &Shop, i: usize) -> Value {
     definition
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) {
         let seed = seed();
         eprintln!("abort harness seed: {seed} (WARDEN_ABORT_SEED replays it)");
@@ -324,4 +325,3 @@ both_backends! {
             .send().await.unwrap();
         assert_eq!(response.status(), 201);
     }
-}

@@ -29,7 +29,8 @@ fn json_line(out: &Output) -> Value {
     serde_json::from_str(&out.stdout).unwrap()
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn admin_creates_accounts_and_keys_that_work_until_revoked(backend: Backend) {
         let db = TestDb::new(backend).await;
         assert_eq!(json_line(&run(&db, &["admin", "account", "create", "acme"]).await), serde_json::json!({"account": "acme"}));
@@ -73,7 +74,6 @@ both_backends! {
             }
         }
     }
-}
 
 #[tokio::test]
 async fn help_explains_commands_and_environment() {
@@ -133,7 +133,8 @@ async fn sqlite_without_a_master_key_creates_a_private_key_file() {
     assert_eq!(mode & 0o777, 0o600);
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn master_key_rotate_command_reseals_under_the_new_key(backend: Backend) {
         let db = TestDb::new(backend).await;
         let store = warden::store::Store::connect(&db.url).await.unwrap();
@@ -166,4 +167,3 @@ both_backends! {
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!((report["resealed"].as_u64(), report["already_current"].as_u64()), (Some(0), Some(1)));
     }
-}

@@ -1,6 +1,7 @@
 use crate::helpers::*;
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn bad_keys_are_401_unauthorized(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -29,6 +30,8 @@ both_backends! {
         assert_eq!(lower.status(), 200, "the scheme is case-insensitive");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_revoked_key_is_refused(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -42,6 +45,8 @@ both_backends! {
         assert_eq!(app.client.get(&url).bearer_auth(&key).send().await.unwrap().status(), 200, "other keys keep working");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_key_of_another_environment_is_refused(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         app.account_with_key("acme").await;
@@ -60,4 +65,3 @@ both_backends! {
             .unwrap();
         assert_eq!(response.status(), 401);
     }
-}

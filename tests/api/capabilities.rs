@@ -29,7 +29,8 @@ fn revision_body(name: &str) -> Value {
     json!({"domain": "orders", "capability": valid_definition(name)})
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lifecycle_follows_every_row_of_contract_3_1(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -96,6 +97,8 @@ both_backends! {
             (Some(id.as_str()), Some("order_status_v2"), Some(6)));
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn unknown_foreign_and_malformed_ids(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let alice = account_ready(&app, "alice").await;
@@ -119,6 +122,8 @@ both_backends! {
         assert_eq!(bobs, json!({"capabilities": []}), "lists are scoped to the key");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_patches_with_one_if_match_have_one_winner(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -144,6 +149,8 @@ both_backends! {
         assert_eq!(detail["revisions"].as_array().unwrap().len(), 2);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn names_are_unique_per_account(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -159,6 +166,8 @@ both_backends! {
         assert_eq!(violation_pairs(&body), vec![("/capabilities/1/name".to_owned(), "name-duplicate".to_owned())]);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn idempotent_import_replays_and_detects_reuse(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -203,6 +212,8 @@ both_backends! {
         }
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn parallel_requests_with_one_new_key_import_once(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -232,6 +243,8 @@ both_backends! {
         assert_eq!(app.store.count_capability_rows(&account).await.unwrap(), (2, 2));
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failing_import_leaves_nothing_behind(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -252,6 +265,8 @@ both_backends! {
         assert_eq!(import(&app, &key, &idem, fixed).await.status(), 201);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sigkill_during_imports_leaves_only_whole_imports(backend: Backend) {
         let db = TestDb::new(backend).await;
         // The server under test is the real binary; set up through its CLI and API.
@@ -299,4 +314,3 @@ both_backends! {
         assert!(per_batch.len() >= acknowledged, "every acknowledged import survived ({acknowledged} acked, {per_batch:?})");
         assert!(per_batch.len() <= acknowledged + 1);
     }
-}

@@ -615,7 +615,8 @@ fn cases() -> Vec<Case> {
     cases
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_rule_of_the_schema_language_and_the_definition(backend: Backend) {
         let app = TestApp::spawn_strict(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -639,4 +640,3 @@ both_backends! {
         }
         assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
     }
-}

@@ -11,7 +11,8 @@ fn payload(text: &str) -> serde_json::Value {
     json!({"message": {"type": "text", "body": text}})
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn multipart_edge_cases(backend: Backend) {
         let shop = Shop::open(backend).await;
         let url = shop.app.url("/v1/channels/http/messages");
@@ -54,6 +55,8 @@ both_backends! {
         assert_eq!(shop.calls().len(), 0);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn authentication_bounds_and_unknown_conversations(backend: Backend) {
         let shop = Shop::open(backend).await;
         let response = shop.app.client.post(shop.app.url("/v1/channels/http/messages")).json(&payload("hola")).send().await.unwrap();
@@ -76,6 +79,8 @@ both_backends! {
         assert_eq!(response.status(), 405);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_repeated_client_event_is_a_duplicate(backend: Backend) {
         let shop = Shop::open(backend).await;
         let send = || shop.app.client.post(shop.app.url("/v1/channels/http/messages")).bearer_auth(&shop.key)
@@ -88,6 +93,8 @@ both_backends! {
         assert_eq!(shop.calls().len(), 1, "the duplicate did nothing");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_database_holds_no_image_ref_credential_or_raw_result(backend: Backend) {
         let shop = Shop::open(backend).await;
         let image = png_with_marker();
@@ -109,4 +116,3 @@ both_backends! {
         assert!(!db.contains(INTERNAL_FIELD_VALUE).await, "raw, unpruned result");
         assert!(!db.contains("\"internal_margin\"").await, "raw result field");
     }
-}

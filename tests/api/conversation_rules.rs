@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 
 const NOT_FOUND_TEXT: &str = "No hay una operación disponible para esta consulta.";
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_01_at_most_one_capability_call_per_turn(backend: Backend) {
         let shop = Shop::open(backend).await;
         // The message speaks of an order's status and of a customer's orders.
@@ -20,6 +21,8 @@ both_backends! {
         assert_eq!(ordinals, [1, 2, 3]);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_02_a_missing_argument_is_asked_for_never_invented(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (status, body) = shop.say(None, "¿Dónde está mi pedido?").await;
@@ -33,6 +36,8 @@ both_backends! {
         assert!(reply(&body).contains("enviado"), "{body}");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_03_history_is_reused_when_unambiguous_and_confirmed_when_not(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
@@ -53,6 +58,8 @@ both_backends! {
         assert_eq!(shop.calls()[3].1, json!({"order": "A-2002"}), "the proposed, most recent value");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_04_a_name_like_reference_is_reused_ids_and_conflicts_are_not(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
@@ -76,6 +83,8 @@ both_backends! {
         assert_eq!(kept.iter().map(|r| r.value.as_str()).collect::<Vec<_>>(), ["Ana Pérez"], "the name-like one is");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_05_internal_identifiers_are_not_exposed(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
@@ -88,6 +97,8 @@ both_backends! {
         assert_eq!(events[0]["capability"], "order_status", "the trace names capabilities, not ids");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_06_replies_are_grounded_and_nothing_is_invented(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
@@ -108,6 +119,8 @@ both_backends! {
         assert_eq!(gaps["events"][0]["capability"], "order_status");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_07_only_active_read_only_capabilities_are_called(backend: Backend) {
         let shop = Shop::open(backend).await;
         let id = &shop.ids["order_status"];
@@ -124,6 +137,8 @@ both_backends! {
         assert_eq!(status, 400);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_08_preparation_runs_only_after_an_operation_intent(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (_, body) = shop.say(None, "La dirección de envío del pedido A-1001").await;
@@ -137,6 +152,8 @@ both_backends! {
         assert_eq!(body["interaction"]["preview"]["title"], "Cambiar la dirección del pedido A-1001");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_09_not_found_preparation_has_the_exact_text(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (status, body) = shop.say(None, "Quiero cambiar la dirección de envío del pedido A-0404").await;
@@ -146,6 +163,8 @@ both_backends! {
         assert_eq!(trace(&body).last().unwrap().2, "not_found");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_10_opaque_references_reach_only_the_host_response(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (_, body) = shop.say(None, "Quiero cambiar la dirección de envío del pedido A-1001").await;
@@ -164,6 +183,8 @@ both_backends! {
         }
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_11_and_12_images_are_never_stored_and_pending_operations_complete_or_cancel(backend: Backend) {
         let shop = Shop::open(backend).await;
         let image = png_with_marker();
@@ -189,6 +210,8 @@ both_backends! {
         assert_eq!(shop.calls().len(), calls);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rule_13_an_exclusion_clause_gets_the_safe_fallback_without_executor_io(backend: Backend) {
         let shop = Shop::open(backend).await;
         for text in [
@@ -203,6 +226,8 @@ both_backends! {
         assert_eq!(shop.calls().len(), 0, "no executor I/O");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn policy_topics_and_out_of_scope_apply_and_gaps_are_recorded(backend: Backend) {
         let shop = Shop::open(backend).await;
         let policy = json!({"version": 1, "allowed_topics": [{"name": "pedidos", "description": "Pedidos, devoluciones y garantías"}],
@@ -238,6 +263,8 @@ both_backends! {
         assert_eq!(trace(&body).last().unwrap().2, "no_capability", "{body}");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_trace_and_benchmark_observation_have_the_documented_shape(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (_, body) = shop.send(json!({"message": {"type": "text", "body": "¿Dónde está mi pedido A-1001?"},
@@ -260,7 +287,6 @@ both_backends! {
         assert_eq!(body["message"]["role"], "assistant");
         assert_eq!(body["message"]["type"], "text");
     }
-}
 
 /// Bytes that would show if any part of the image were stored.
 pub const IMAGE_MARKER: &[u8] = b"WARDEN-IMAGE-MARKER-9b1e";

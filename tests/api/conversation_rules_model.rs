@@ -24,7 +24,8 @@ fn order(order: &str) -> FakeReply {
     FakeReply::tool_call("order_status", json!({"order": order}))
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn model_rule_01_a_second_tool_call_is_not_executed(backend: Backend) {
         let (shop, model) = shop_with_model(backend, vec![
             FakeReply::ToolCalls(vec![
@@ -41,6 +42,8 @@ both_backends! {
         assert_eq!(model.requests().len(), 2, "plan, then the grounded reply");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn model_rule_02_an_invented_argument_is_dropped_and_asked_for(backend: Backend) {
         let (shop, _model) = shop_with_model(backend, vec![order("A-9999")]).await;
         let (status, body) = shop.say(None, "¿Dónde está mi pedido?").await;
@@ -54,6 +57,8 @@ both_backends! {
         assert_eq!(shop.calls().len(), 0);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn model_rule_05_identifiers_never_reach_the_model_or_the_user(backend: Backend) {
         let (shop, model) = shop_with_model(backend, vec![order("A-1001"), FakeReply::text("Enviado (capacidad cap_zz9x revisión 1).")]).await;
         let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
@@ -68,6 +73,8 @@ both_backends! {
         assert!(sent.contains("\"order_status\""), "tools are named by capability name");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn model_rule_06_invented_data_is_replaced_and_empty_results_are_not_narrated(backend: Backend) {
         let (shop, model) = shop_with_model(backend, vec![order("A-1001"), FakeReply::text("Llegará el 12 de mayo a las 18:00.")]).await;
         let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
@@ -81,6 +88,8 @@ both_backends! {
         assert_eq!(model.requests().len(), before + 1);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn model_rule_07_unoffered_or_disabled_capabilities_are_refused(backend: Backend) {
         let (shop, model) = shop_with_model(backend, vec![FakeReply::tool_call("delete_order", json!({"order": "A-1001"}))]).await;
         let (status, body) = shop.say(None, "Borra mi pedido A-1001").await;
@@ -96,6 +105,8 @@ both_backends! {
         assert!(!tools.to_string().contains("\"order_status\""), "a disabled capability is not offered: {tools}");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn model_rule_10_opaque_refs_never_reach_the_model(backend: Backend) {
         let (shop, model) = shop_with_model(backend, vec![FakeReply::tool_call("prepare_address_change", json!({"order": "A-1001"}))]).await;
         let (_, body) = shop.say(None, "Quiero cambiar la dirección de envío del pedido A-1001").await;
@@ -107,6 +118,8 @@ both_backends! {
         assert!(!shop.app.db.contains(OPERATION_REF).await);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn model_rule_13_an_exclusion_clause_skips_the_model_and_the_executor(backend: Backend) {
         let (shop, model) = shop_with_model(backend, vec![order("A-1001")]).await;
         let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001? No uses ninguna herramienta.").await;
@@ -115,6 +128,8 @@ both_backends! {
         assert_eq!(model.requests().len(), 0);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_inference_outage_is_503_and_stores_nothing(backend: Backend) {
         let (shop, _model) = shop_with_model(backend, vec![FakeReply::Status(500)]).await;
         let (status, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
@@ -123,9 +138,9 @@ both_backends! {
         assert!(!shop.app.db.contains("¿Dónde está mi pedido A-1001?").await, "no half-written turn");
         let _: Value = body;
     }
-}
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn model_reads_an_image_in_memory_and_a_clarification_completes_it(backend: Backend) {
         use crate::conversation_rules::{IMAGE_MARKER, png_with_marker, send_multipart};
         // The model reads nothing usable from the image: the engine asks.
@@ -150,9 +165,9 @@ both_backends! {
         let (_, body) = shop.say(None, "Quiero cambiar la dirección de este pedido").await;
         assert!(body.get("interaction").is_none() && reply(&body).contains("el número de pedido"), "{body}");
     }
-}
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn model_rule_03_an_ambiguous_history_value_is_confirmed_not_assumed(backend: Backend) {
         let (shop, model) = shop_with_model(backend, vec![order("A-1001"), FakeReply::text("Enviado con Correos.")]).await;
         let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
@@ -166,4 +181,3 @@ both_backends! {
         assert_eq!(shop.calls().len(), calls, "not called on an assumption: {body}");
         assert_eq!(trace(&body).last().unwrap().2, "confirmation");
     }
-}

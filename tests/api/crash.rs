@@ -7,7 +7,8 @@ use std::time::Duration;
 
 const WRITERS: usize = 4;
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sigkill_during_writes_keeps_every_acknowledged_write(backend: Backend) {
         let db = TestDb::new(backend).await;
         let mut keys = Vec::new();
@@ -64,6 +65,8 @@ both_backends! {
         }
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sigterm_stops_the_server_cleanly(backend: Backend) {
         let db = TestDb::new(backend).await;
         let mut server = ServerProcess::start(&db, &[]).await;
@@ -73,4 +76,3 @@ both_backends! {
         let exit = tokio::time::timeout(Duration::from_secs(10), server.child.wait()).await.expect("exits within 10 s").unwrap();
         assert!(exit.success(), "{exit:?}");
     }
-}

@@ -1384,7 +1384,8 @@ fn env_number(name: &str) -> Option<u64> {
     })
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mixed_workload_survives_sigkill_at_random_points(backend: Backend) {
         let rounds = env_number("WARDEN_CRASH_ROUNDS").map_or(DEFAULT_ROUNDS, |n| n as usize);
         let seed = env_number("WARDEN_CRASH_SEED").unwrap_or_else(|| {
@@ -1412,4 +1413,3 @@ both_backends! {
             }
         }
     }
-}

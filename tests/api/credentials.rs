@@ -34,7 +34,8 @@ async fn delete(app: &TestApp, key: &str, reference: &str) -> (u16, Value) {
 const SECRET_1: &str = "sk-live-FIRSTsecretVALUE-0123456789";
 const SECRET_2: &str = "sk-live-SECONDsecretVALUE-9876543210";
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn credentials_are_stored_rotated_and_revoked(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -65,6 +66,8 @@ both_backends! {
         assert!(!app.db.contains(SECRET_2).await, "second secret stored in clear");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn credential_requests_are_validated(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -97,6 +100,8 @@ both_backends! {
         assert_eq!(unauthenticated.status(), 401);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn credentials_belong_to_one_account(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let alice = app.account_with_key("alice").await;
@@ -109,6 +114,8 @@ both_backends! {
         assert!(vault::is_configured(&app.store, &alice_id, "cred_shared").await.unwrap());
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn master_key_rotation_reseals_every_secret(backend: Backend) {
         let db = TestDb::new(backend).await;
         let store = warden::store::Store::connect(&db.url).await.unwrap();
@@ -139,6 +146,8 @@ both_backends! {
         assert!(!db.contains(SECRET_1).await);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn secrets_never_reach_the_logs(backend: Backend) {
         let db = TestDb::new(backend).await;
         for args in [["admin", "account", "create", "acme"], ["admin", "key", "issue", "acme"]] {
@@ -166,7 +175,6 @@ both_backends! {
             }
         }
     }
-}
 
 fn keyring() -> Keyring {
     Keyring::new(MasterKey::from_base64(MASTER_KEY).unwrap(), vec![])

@@ -1,7 +1,8 @@
 use crate::helpers::*;
 use serde_json::json;
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn settings_default_to_metadata_and_put_is_201_then_200(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -18,6 +19,8 @@ both_backends! {
         }
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn settings_accept_only_the_three_modes(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -37,4 +40,3 @@ both_backends! {
         let (_, read) = status_and_json(app.client.get(&url).bearer_auth(&key).send().await.unwrap()).await;
         assert_eq!(read, json!({"diagnostic_message_mode": "metadata"}));
     }
-}

@@ -1,6 +1,7 @@
 use crate::helpers::*;
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn unknown_routes_are_404_in_the_route_family_shape(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         for path in ["/", "/v1/nope", "/v2/agent-policy", "/health/x"] {
@@ -15,6 +16,8 @@ both_backends! {
         }
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn wrong_methods_are_405_with_allow(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         for (method, path) in [("POST", "/v1/agent-policy"), ("PATCH", "/v1/agent-policy"), ("DELETE", "/v1/diagnostics/settings"), ("POST", "/health")] {
@@ -26,6 +29,8 @@ both_backends! {
         }
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn bodies_that_are_not_json_are_invalid_json(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -47,6 +52,8 @@ both_backends! {
         }
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn oversize_bodies_are_413(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -59,6 +66,8 @@ both_backends! {
         assert_flat_error(&body, "PAYLOAD_TOO_LARGE");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn authentication_comes_before_body_errors(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let (status, body) = status_and_json(
@@ -68,4 +77,3 @@ both_backends! {
         assert_eq!(status, 401);
         assert_flat_error(&body, "UNAUTHORIZED");
     }
-}

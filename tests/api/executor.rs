@@ -41,7 +41,8 @@ fn order() -> Value {
     json!({"order": "A-1001"})
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_passing_test_calls_the_endpoint_as_declared_and_prunes_the_answer(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -79,6 +80,8 @@ both_backends! {
         assert_eq!(records[0].status, "passed");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn api_key_and_basic_credentials_are_injected_per_type(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -102,6 +105,8 @@ both_backends! {
         }
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn invalid_arguments_are_400_and_nothing_is_called(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -124,6 +129,8 @@ both_backends! {
         assert_eq!(run_test(&app, &key, "cap_unknown1", order()).await.0, 404);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn failures_are_recorded_with_their_reason(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -159,6 +166,8 @@ both_backends! {
         }
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn retries_only_transient_failures_and_counts_them(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -191,6 +200,8 @@ both_backends! {
         assert_eq!((body["status"].as_str(), body["attempts"].as_i64()), (Some("passed"), Some(2)));
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn timeouts_are_retried_and_the_server_stays_responsive(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -223,6 +234,8 @@ both_backends! {
         assert!(elapsed < Duration::from_secs(4), "three attempts of 300 ms plus backoff, not 5 s each: {elapsed:?}");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_revoked_credential_makes_the_test_a_conflict(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -236,6 +249,8 @@ both_backends! {
         assert_eq!(endpoint.hits(), 0);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn host_interaction_results_are_shaped_without_references(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -255,7 +270,6 @@ both_backends! {
         assert!(!body.to_string().contains("opref_SECRET_123"), "the opaque reference is not in the test output");
         assert!(!app.db.contains("opref_SECRET_123").await, "nor stored");
     }
-}
 
 /// An output schema that declares the closed confirmation shape.
 pub fn host_interaction_output_schema() -> Value {

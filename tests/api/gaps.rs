@@ -48,7 +48,8 @@ async fn set_mode(app: &TestApp, key: &str, mode: &str) {
     assert!(r.status().is_success());
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pagination_across_equal_timestamps_is_stable_and_complete(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -73,6 +74,8 @@ both_backends! {
         assert_eq!(seen, expected.into_iter().map(|(_, id)| id).collect::<Vec<_>>(), "newest first, none skipped or repeated");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn modes_decide_what_is_shown(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -93,6 +96,8 @@ both_backends! {
         assert_eq!((status, disabled), (200, json!({"diagnostic_message_mode": "disabled", "events": []})));
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn invalid_pagination_is_400_and_accounts_are_isolated(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -111,7 +116,6 @@ both_backends! {
         let (_, theirs) = get(&app, &other, "").await;
         assert_eq!(theirs["events"], json!([]), "never another account's events");
     }
-}
 
 fn url_encode(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()

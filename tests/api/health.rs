@@ -1,6 +1,7 @@
 use crate::helpers::*;
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn health_is_exactly_status_and_service(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let response = app.client.get(app.url("/health")).send().await.unwrap();
@@ -10,6 +11,8 @@ both_backends! {
         assert_eq!(body, serde_json::json!({"status": "ok", "service": "warden"}));
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_response_carries_a_distinct_request_id(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let mut ids = std::collections::HashSet::new();
@@ -20,7 +23,6 @@ both_backends! {
             assert!(ids.insert(id), "request ids repeat");
         }
     }
-}
 
 /// PostgreSQL can be taken away under a running server: health turns 503.
 #[tokio::test]

@@ -1,6 +1,10 @@
 //! Test fixtures: fresh databases, an in-process server on port 0, the real
-//! binary as a child process, and the macro that runs a test on both backends.
+//! binary as a child process, and the template that runs a test on both
+//! backends.
 
+pub use rstest::rstest;
+pub use rstest_reuse::apply;
+use rstest_reuse::template;
 use serde_json::Value;
 use sqlx::{Connection, Executor, PgConnection};
 use std::process::Stdio;
@@ -22,21 +26,15 @@ pub enum Backend {
     Postgres,
 }
 
-/// Defines `mod NAME { fn sqlite(); fn postgres(); }` for each async test body.
-macro_rules! both_backends {
-    ($(async fn $name:ident($backend:ident: Backend) $body:block)*) => {$(
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-            async fn test_body($backend: $crate::helpers::Backend) $body
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() { test_body($crate::helpers::Backend::Sqlite).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() { test_body($crate::helpers::Backend::Postgres).await }
-        }
-    )*};
-}
-pub(crate) use both_backends;
+/// The two databases every `#[apply(backends)]` test runs on, as two cases
+/// named `sqlite` and `postgres` (so `cargo test --test api -- sqlite` runs
+/// the SQLite half alone). A test is an `async fn name(backend: Backend)`
+/// under `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]`.
+#[template]
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+pub fn backends(#[case] backend: Backend) {}
 
 fn postgres_admin_url() -> String {
     std::env::var("WARDEN_TEST_POSTGRES_URL")
@@ -71,7 +69,7 @@ impl TestDb {
                         "this test also runs on PostgreSQL, which did not answer at {admin} ({err}).\n\
                          Start it with `make postgres` (scripts/ensure-postgres.sh), point \
                          WARDEN_TEST_POSTGRES_URL at another server, or run the SQLite half \
-                         alone with `cargo test --test api -- ::sqlite`."
+                         alone with `cargo test --test api -- sqlite`."
                     )
                 });
                 conn.execute(format!("CREATE DATABASE \"{name}\"").as_str())

@@ -56,7 +56,8 @@ async fn test_call(app: &TestApp, key: &str, id: &str, order: &str) -> Value {
         .unwrap()
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_example_endpoint_verifies_every_call_and_follows_rotation(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -80,6 +81,8 @@ both_backends! {
         assert_eq!(endpoint.keys().fetches(), 2);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_example_endpoint_prepares_an_address_change(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -101,6 +104,8 @@ both_backends! {
         assert_eq!(none["output"]["interaction"]["type"], "not_found", "{none}");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_example_endpoint_refuses_tampering_expiry_and_unknown_keys(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -145,7 +150,6 @@ both_backends! {
         assert_eq!(refused.status(), 401);
         drop(example);
     }
-}
 
 /// Runs a future to completion on the current multi-thread runtime.
 fn futures_block<F: std::future::Future>(future: F) -> F::Output {

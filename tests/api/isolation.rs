@@ -1,7 +1,8 @@
 use crate::helpers::*;
 use serde_json::json;
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn accounts_never_see_each_others_policy_or_settings(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let alice = app.account_with_key("alice").await;
@@ -26,4 +27,3 @@ both_backends! {
         let (_, alice_view) = status_and_json(app.client.get(app.url("/v1/agent-policy")).bearer_auth(&alice).send().await.unwrap()).await;
         assert_eq!(alice_view["policy"], policy);
     }
-}

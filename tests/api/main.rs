@@ -1,5 +1,5 @@
 //! Black-box tests: a real server on a real listener over a real database,
-//! each test run on SQLite and on PostgreSQL (see `helpers::both_backends!`).
+//! each test run on SQLite and on PostgreSQL (see `helpers::backends`).
 //! One binary, so everything links once.
 
 mod helpers;

@@ -25,7 +25,8 @@ fn result(interaction: &str, status: &str) -> Value {
     json!({"interaction_id": interaction, "operation": "change_address", "status": status})
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_report_closes_the_interaction_and_replays(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (c, i) = with_interaction(&shop, "A-1001").await;
@@ -53,6 +54,8 @@ both_backends! {
         assert!(shop.app.db.contains("La operación se completó correctamente.").await);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn unknown_expired_and_invalid_reports(backend: Backend) {
         let shop = Shop::open(backend).await;
         let (c, i) = with_interaction(&shop, "A-1001").await;
@@ -89,4 +92,3 @@ both_backends! {
         let (status, _) = shop.report(&c, &new_key(), result(&i, "cancelled")).await;
         assert_eq!(status, 200);
     }
-}

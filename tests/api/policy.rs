@@ -26,7 +26,8 @@ async fn get(app: &TestApp, key: &str) -> (u16, Value) {
     .await
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn policy_lifecycle_follows_contract_3_3(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -65,6 +66,8 @@ both_backends! {
         assert_eq!(put(&app, &key, &second).await.0, 201, "after DELETE the next PUT creates again");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn invalid_policies_give_the_three_codes(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -89,6 +92,8 @@ both_backends! {
         assert_eq!(get(&app, &key).await.0, 404, "nothing was stored by invalid PUTs");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn policy_body_limit_is_16_kib(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = app.account_with_key("acme").await;
@@ -103,4 +108,3 @@ both_backends! {
         assert_eq!(status, 413);
         assert_flat_error(&body, "PAYLOAD_TOO_LARGE");
     }
-}

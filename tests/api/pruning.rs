@@ -161,7 +161,8 @@ fn table() -> Vec<(&'static str, Value, Value, Value)> {
     ]
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pruning_removes_undeclared_fields_at_every_depth(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         app.account_with_key("acme").await;
@@ -182,4 +183,3 @@ both_backends! {
             .unwrap();
         assert!(too_long.is_err());
     }
-}

@@ -329,7 +329,8 @@ async fn sigterm(mut server: ServerProcess) {
     assert!(server.child.wait().await.unwrap().success());
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backend) {
         let scratch = tempfile::tempdir().unwrap();
         let mut sweep = Sweep {
@@ -530,4 +531,3 @@ both_backends! {
         );
         assert!(hits.is_empty(), "secrets leaked:\n{}", hits.join("\n"));
     }
-}

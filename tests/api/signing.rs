@@ -98,7 +98,8 @@ async fn run_test(app: &TestApp, key: &str, id: &str) {
     assert_eq!(r.json::<Value>().await.unwrap()["status"], "passed");
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_jwk_set_publishes_public_okp_keys_only(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let (headers, set) = jwks(&app).await;
@@ -116,6 +117,8 @@ both_backends! {
         assert_eq!(key["kid"].as_str().unwrap(), URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(canonical.as_bytes())));
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_verify_with_an_independent_rfc_9421_implementation(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -155,6 +158,8 @@ both_backends! {
         assert!(verify_with_httpsig(&method, &set).is_err(), "a changed method fails");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rotation_publishes_both_keys_and_signs_with_the_new_one(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -185,6 +190,8 @@ both_backends! {
         assert!(kids(&last).contains(&old_kid), "the first key's own grace period still runs");
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn private_halves_are_sealed_at_rest(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let now = warden::clock::now_millis();
@@ -193,4 +200,3 @@ both_backends! {
         assert!(!app.db.contains_bytes(private.as_bytes()).await, "the private key is in the database in clear");
         assert!(app.db.contains_bytes(&row.public_key).await, "(the check does find what is stored in clear)");
     }
-}

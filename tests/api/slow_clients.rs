@@ -207,7 +207,8 @@ async fn connections_beyond_the_cap_wait_for_a_free_slot() {
     );
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_slow_request_answers_503_and_its_work_still_completes(backend: Backend) {
         let app = TestApp::spawn_with_limits(backend, short_limits()).await;
         let key = account_ready(&app, "slow").await;
@@ -234,7 +235,6 @@ both_backends! {
         }
         assert!(recorded, "the detached test finished and stored its record");
     }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_waits_a_bounded_time_for_a_stuck_request() {

@@ -290,7 +290,8 @@ async fn serve_resolving(app: &TestApp, lookup: Arc<ScriptedLookup>) -> String {
     base
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_contract_test_names_the_refused_class_and_never_the_resolved_address(backend: Backend) {
         let app = TestApp::spawn_strict(backend).await;
         let key = account_ready(&app, "acme").await;
@@ -326,7 +327,6 @@ both_backends! {
             assert!(!stored.contains("127.0.0.1") && !stored.contains("10.20.30.40"), "{stored}");
         }
     }
-}
 
 #[tokio::test]
 async fn the_guest_refuses_each_class_as_a_literal_at_import() {

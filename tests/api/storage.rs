@@ -15,7 +15,8 @@ fn policy(text: &str) -> AgentPolicy {
     }
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn idempotency_claims_expire_and_are_purged(backend: Backend) {
         use warden::store::idempotency::Claim;
         let db = TestDb::new(backend).await;
@@ -38,6 +39,8 @@ both_backends! {
         assert_eq!(store.count_idempotency_records(&account).await.unwrap(), 0);
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn account_names_are_unique(backend: Backend) {
         let db = TestDb::new(backend).await;
         let store = warden::store::Store::connect(&db.url).await.unwrap();
@@ -47,6 +50,8 @@ both_backends! {
         assert!(store.find_account("nobody").await.unwrap().is_none());
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn authenticate_distinguishes_refusals(backend: Backend) {
         let db = TestDb::new(backend).await;
         let store = warden::store::Store::connect(&db.url).await.unwrap();
@@ -61,6 +66,8 @@ both_backends! {
         assert!(matches!(store.revoke_api_key("key_zz").await, Err(StoreError::NotFound)));
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn migrations_are_idempotent_across_restarts(backend: Backend) {
         let db = TestDb::new(backend).await;
         let store = warden::store::Store::connect(&db.url).await.unwrap();
@@ -70,6 +77,8 @@ both_backends! {
         assert!(again.find_account("acme").await.unwrap().is_some());
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_policy_writes_get_distinct_revisions(backend: Backend) {
         let db = TestDb::new(backend).await;
         let store = warden::store::Store::connect(&db.url).await.unwrap();
@@ -88,6 +97,8 @@ both_backends! {
         assert!(!store.delete_policy(&account).await.unwrap());
     }
 
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn diagnostic_mode_reports_creation_once(backend: Backend) {
         let db = TestDb::new(backend).await;
         let store = warden::store::Store::connect(&db.url).await.unwrap();
@@ -97,7 +108,6 @@ both_backends! {
         assert!(!store.put_diagnostic_mode(&account, DiagnosticMode::Disabled).await.unwrap());
         assert_eq!(store.get_diagnostic_mode(&account).await.unwrap(), Some(DiagnosticMode::Disabled));
     }
-}
 
 async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
     let mut out = Vec::new();

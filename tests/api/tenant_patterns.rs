@@ -49,7 +49,8 @@ fn last_reason(body: &Value) -> String {
         .to_owned()
 }
 
-both_backends! {
+    #[apply(backends)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_catastrophic_pattern_costs_a_turn_one_deadline_and_the_server_stays_responsive(backend: Backend) {
         let app = TestApp::spawn(backend).await;
         let key = account_ready(&app, "codes").await;
@@ -116,7 +117,6 @@ both_backends! {
         let sent: Value = serde_json::from_slice(&received[0].body).unwrap();
         assert_eq!(sent, json!({"code": "aab"}));
     }
-}
 
 /// The root crate has no regular-expression engine at all: a tenant pattern
 /// cannot be run natively by accident. (The guest's rules crate has one; it
