@@ -1384,32 +1384,51 @@ fn env_number(name: &str) -> Option<u64> {
     })
 }
 
-    #[apply(backends)]
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn mixed_workload_survives_sigkill_at_random_points(backend: Backend) {
-        let rounds = env_number("WARDEN_CRASH_ROUNDS").map_or(DEFAULT_ROUNDS, |n| n as usize);
-        let seed = env_number("WARDEN_CRASH_SEED").unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-        });
-        eprintln!("crash harness {backend:?}: {rounds} kill points, WARDEN_CRASH_SEED={seed}");
-        let started = Instant::now();
-        let mut harness = Harness::new(backend, seed).await;
-        let mut server = start(&harness.db).await;
-        harness.set_up(&server).await;
-        for round in 1..=rounds {
-            harness.round(round, server).await;
-            server = start(&harness.db).await;
-            harness.check(round, &server).await;
-        }
-        let ledger = harness.ledger.lock().unwrap();
-        eprintln!(
-            "crash harness {backend:?}: {rounds} kill points survived in {:.1} s; acknowledged {:?}; \
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_workload_survives_sigkill_at_random_points(backend: Backend) {
+    let rounds = env_number("WARDEN_CRASH_ROUNDS").map_or(DEFAULT_ROUNDS, |n| n as usize);
+    let seed = env_number("WARDEN_CRASH_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    });
+    eprintln!("crash harness {backend:?}: {rounds} kill points, WARDEN_CRASH_SEED={seed}");
+    let started = Instant::now();
+    let mut harness = Harness::new(backend, seed).await;
+    let mut server = start(&harness.db).await;
+    harness.set_up(&server).await;
+    for round in 1..=rounds {
+        harness.round(round, server).await;
+        server = start(&harness.db).await;
+        harness.check(round, &server).await;
+    }
+    let ledger = harness.ledger.lock().unwrap();
+    eprintln!(
+        "crash harness {backend:?}: {rounds} kill points survived in {:.1} s; acknowledged {:?}; \
              unacknowledged writes found landed whole: {}; kill points the dead process's sessions outlived: {}",
-            started.elapsed().as_secs_f64(), ledger.acked, ledger.unacknowledged, harness.rounds_with_orphans
-        );
-        if rounds >= 10 {
-            for kind in ["import", "revise", "disabled", "enabled", "credential", "policy", "message", "operation_result"] {
-                assert!(ledger.acked.get(kind).is_some_and(|&n| n > 0), "no {kind} was acknowledged: {:?}", ledger.acked);
-            }
+        started.elapsed().as_secs_f64(),
+        ledger.acked,
+        ledger.unacknowledged,
+        harness.rounds_with_orphans
+    );
+    if rounds >= 10 {
+        for kind in [
+            "import",
+            "revise",
+            "disabled",
+            "enabled",
+            "credential",
+            "policy",
+            "message",
+            "operation_result",
+        ] {
+            assert!(
+                ledger.acked.get(kind).is_some_and(|&n| n > 0),
+                "no {kind} was acknowledged: {:?}",
+                ledger.acked
+            );
         }
     }
+}

@@ -207,34 +207,41 @@ async fn connections_beyond_the_cap_wait_for_a_free_slot() {
     );
 }
 
-    #[apply(backends)]
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_slow_request_answers_503_and_its_work_still_completes(backend: Backend) {
-        let app = TestApp::spawn_with_limits(backend, short_limits()).await;
-        let key = account_ready(&app, "slow").await;
-        let endpoint = crate::endpoint::FakeEndpoint::start(|_| async {
-            tokio::time::sleep(Duration::from_millis(2_500)).await;
-            crate::endpoint::json_response(axum::http::StatusCode::OK, &json!({"status": "shipped"}))
-        }).await;
-        let (status, body) = crate::fixtures::create(&app, &key, order_status(&endpoint.base)).await;
-        assert_eq!(status, 201, "{body}");
-        let id = body["id"].as_str().unwrap().to_owned();
-        let response = app.client.post(app.url(&format!("/v1/capabilities/{id}/test")))
-            .bearer_auth(&key).json(&json!({"arguments": {"order": "A-1001"}})).send().await.unwrap();
-        let (status, body) = status_and_json(response).await;
-        assert_eq!(status, 503, "{body}");
-        assert_flat_error(&body, "SERVICE_UNAVAILABLE");
-        // The test itself ran to its end and was recorded.
-        let mut recorded = false;
-        for _ in 0..50 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            if app.db.contains("shipped").await || endpoint.hits() == 1 && app.db.contains(&id).await {
-                recorded = true;
-                break;
-            }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_request_answers_503_and_its_work_still_completes(backend: Backend) {
+    let app = TestApp::spawn_with_limits(backend, short_limits()).await;
+    let key = account_ready(&app, "slow").await;
+    let endpoint = crate::endpoint::FakeEndpoint::start(|_| async {
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        crate::endpoint::json_response(axum::http::StatusCode::OK, &json!({"status": "shipped"}))
+    })
+    .await;
+    let (status, body) = crate::fixtures::create(&app, &key, order_status(&endpoint.base)).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().unwrap().to_owned();
+    let response = app
+        .client
+        .post(app.url(&format!("/v1/capabilities/{id}/test")))
+        .bearer_auth(&key)
+        .json(&json!({"arguments": {"order": "A-1001"}}))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_and_json(response).await;
+    assert_eq!(status, 503, "{body}");
+    assert_flat_error(&body, "SERVICE_UNAVAILABLE");
+    // The test itself ran to its end and was recorded.
+    let mut recorded = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if app.db.contains("shipped").await || endpoint.hits() == 1 && app.db.contains(&id).await {
+            recorded = true;
+            break;
         }
-        assert!(recorded, "the detached test finished and stored its record");
     }
+    assert!(recorded, "the detached test finished and stored its record");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_waits_a_bounded_time_for_a_stuck_request() {
