@@ -15,9 +15,9 @@
 //! The seed is printed; `WARDEN_ABORT_SEED` replays a run and
 //! `WARDEN_ABORT_ROUNDS` (default 24 per route) makes it longer.
 
-use crate::fixtures::{CREDENTIAL, valid_definition};
+use crate::helpers::fixtures::{CREDENTIAL, valid_definition};
+use crate::helpers::shop::*;
 use crate::helpers::*;
-use crate::shop::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -244,7 +244,7 @@ async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) 
     eprintln!("abort harness seed: {seed} (WARDEN_ABORT_SEED replays it)");
     let mut rng = StdRng::seed_from_u64(seed);
     let shop = Shop::open(backend).await;
-    let other = crate::fixtures::account_ready(&shop.app, "bystander").await;
+    let other = crate::helpers::fixtures::account_ready(&shop.app, "bystander").await;
     let address: SocketAddr = shop
         .app
         .address
@@ -331,7 +331,7 @@ async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) 
         let a = names.contains(&format!("imported_{i}_a"));
         let b = names.contains(&format!("imported_{i}_b"));
         assert_eq!(a, b, "import {i} is whole");
-        let response = crate::fixtures::import(
+        let response = crate::helpers::fixtures::import(
             &shop.app,
             &shop.key,
             &format!("abort-import-{i}"),

@@ -1,6 +1,6 @@
 //! Capability lifecycle (contract 3.1), idempotency and atomic publishing.
 
-use crate::fixtures::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 //! guest plus the server's own checks, with the exact violations expected.
 //! The server runs as deployed (no loopback development switch).
 
-use crate::fixtures::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use serde_json::{Value, json};
 

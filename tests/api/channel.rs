@@ -3,8 +3,8 @@
 //! the database holds after a whole conversation.
 
 use crate::conversation_rules::{IMAGE_MARKER, png_with_marker, send_multipart};
+use crate::helpers::shop::*;
 use crate::helpers::*;
-use crate::shop::*;
 use serde_json::json;
 
 fn payload(text: &str) -> serde_json::Value {

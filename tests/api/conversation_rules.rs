@@ -1,8 +1,8 @@
 //! Contract section 1, one test per runtime rule, with the built-in planner,
 //! through the real HTTP channel, against a real loopback host endpoint.
 
+use crate::helpers::shop::*;
 use crate::helpers::*;
-use crate::shop::*;
 use serde_json::{Value, json};
 
 const NOT_FOUND_TEXT: &str = "No hay una operación disponible para esta consulta.";
@@ -228,7 +228,7 @@ async fn rule_07_only_active_read_only_capabilities_are_called(backend: Backend)
     let mut mutation = order_status("https://api.shop.example");
     mutation["name"] = json!("delete_order");
     mutation["side_effect"] = json!("write");
-    let (status, _) = crate::fixtures::create(&shop.app, &shop.key, mutation).await;
+    let (status, _) = crate::helpers::fixtures::create(&shop.app, &shop.key, mutation).await;
     assert_eq!(status, 400);
 }
 

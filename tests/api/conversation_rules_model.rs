@@ -2,9 +2,9 @@
 //! 10, 13), with a fake OpenAI-compatible backend proposing the violation
 //! and the engine refusing it; and the backend's outage as 503.
 
-use crate::fake_inference::{FakeInference, FakeReply};
+use crate::helpers::fake_inference::{FakeInference, FakeReply};
+use crate::helpers::shop::*;
 use crate::helpers::*;
-use crate::shop::*;
 use serde_json::{Value, json};
 use warden::cli::PlannerArgs;
 

@@ -28,10 +28,10 @@
 //! The seed of the random choices is printed first; `WARDEN_CRASH_SEED=N`
 //! replays them (the timing, and so the exact interleaving, still varies).
 
-use crate::endpoint::*;
-use crate::fixtures::{CREDENTIAL, new_key, valid_definition};
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::{CREDENTIAL, new_key, valid_definition};
+use crate::helpers::shop::{order_status, prepare_address_change};
 use crate::helpers::*;
-use crate::shop::{order_status, prepare_address_change};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};

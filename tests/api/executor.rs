@@ -1,8 +1,8 @@
 //! The executor through the contract-test route, against real loopback
 //! endpoints: what the endpoint receives, and every failure's reason.
 
-use crate::endpoint::*;
-use crate::fixtures::*;
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use axum::http::StatusCode;
 use serde_json::{Value, json};

@@ -2,9 +2,9 @@
 //! Warden: every call it receives verifies, and it refuses what was tampered
 //! with, expired, or signed by a key it cannot find.
 
-use crate::endpoint::*;
 use crate::executor::host_interaction_output_schema;
-use crate::fixtures::*;
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use serde_json::{Value, json};
 use std::sync::Arc;

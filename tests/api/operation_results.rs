@@ -2,9 +2,9 @@
 //! report on an interaction. Replays, key reuse, expiry, unknown ids,
 //! forbidden fields and statuses; the host is never called.
 
-use crate::fixtures::new_key;
+use crate::helpers::fixtures::new_key;
+use crate::helpers::shop::*;
 use crate::helpers::*;
-use crate::shop::*;
 use serde_json::{Value, json};
 
 async fn with_interaction(shop: &Shop, order: &str) -> (String, String) {

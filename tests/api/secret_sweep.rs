@@ -20,10 +20,10 @@
 //!   revealed them.
 
 use crate::conversation_rules::IMAGE_MARKER;
-use crate::endpoint::*;
-use crate::fixtures::{new_key, valid_definition};
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::{new_key, valid_definition};
+use crate::helpers::shop::{order_status, prepare_address_change};
 use crate::helpers::*;
-use crate::shop::{order_status, prepare_address_change};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};

@@ -2,8 +2,8 @@
 //! private halves, and verification with an independent RFC 9421
 //! implementation (the `httpsig` crate), not the project's own code.
 
-use crate::endpoint::*;
-use crate::fixtures::*;
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

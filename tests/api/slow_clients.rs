@@ -4,9 +4,9 @@
 //! its work still completes, and shutdown waits a bounded time. Bounds here
 //! are generous upper limits; what is asserted is that the cut happens at all.
 
-use crate::fixtures::account_ready;
+use crate::helpers::fixtures::account_ready;
+use crate::helpers::shop::order_status;
 use crate::helpers::*;
-use crate::shop::order_status;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -212,12 +212,16 @@ async fn connections_beyond_the_cap_wait_for_a_free_slot() {
 async fn a_slow_request_answers_503_and_its_work_still_completes(backend: Backend) {
     let app = TestApp::spawn_with_limits(backend, short_limits()).await;
     let key = account_ready(&app, "slow").await;
-    let endpoint = crate::endpoint::FakeEndpoint::start(|_| async {
+    let endpoint = crate::helpers::endpoint::FakeEndpoint::start(|_| async {
         tokio::time::sleep(Duration::from_millis(2_500)).await;
-        crate::endpoint::json_response(axum::http::StatusCode::OK, &json!({"status": "shipped"}))
+        crate::helpers::endpoint::json_response(
+            axum::http::StatusCode::OK,
+            &json!({"status": "shipped"}),
+        )
     })
     .await;
-    let (status, body) = crate::fixtures::create(&app, &key, order_status(&endpoint.base)).await;
+    let (status, body) =
+        crate::helpers::fixtures::create(&app, &key, order_status(&endpoint.base)).await;
     assert_eq!(status, 201, "{body}");
     let id = body["id"].as_str().unwrap().to_owned();
     let response = app

@@ -1,8 +1,8 @@
 //! The SSRF guard at call time, with a resolver whose answers the test
 //! controls (the executor's real client, resolver hook and connector).
 
-use crate::endpoint::*;
-use crate::fixtures::*;
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use serde_json::{Value, json};
 use std::future::Future;

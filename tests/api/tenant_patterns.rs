@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::endpoint::*;
-use crate::fixtures::*;
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use axum::http::StatusCode;
 use serde_json::{Value, json};

@@ -3,8 +3,8 @@
 //! capability for an address change), an account with its credential, and
 //! helpers to send messages and read the database.
 
-use crate::endpoint::*;
-use crate::fixtures::*;
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
