@@ -331,16 +331,17 @@ async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) 
         let a = names.contains(&format!("imported_{i}_a"));
         let b = names.contains(&format!("imported_{i}_b"));
         assert_eq!(a, b, "import {i} is whole");
-        let response = crate::helpers::fixtures::import(
-            &shop.app,
-            &shop.key,
-            &format!("abort-import-{i}"),
-            vec![
-                valid_definition(&format!("imported_{i}_a")),
-                valid_definition(&format!("imported_{i}_b")),
-            ],
-        )
-        .await;
+        let response = shop
+            .app
+            .import_capabilities(
+                &shop.key,
+                &format!("abort-import-{i}"),
+                vec![
+                    valid_definition(&format!("imported_{i}_a")),
+                    valid_definition(&format!("imported_{i}_b")),
+                ],
+            )
+            .await;
         let replayed = response.headers().get("idempotency-replayed").is_some();
         assert_eq!(response.status(), 201, "import {i} retried");
         assert_eq!(
@@ -378,17 +379,10 @@ async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) 
     assert_eq!(empty, 0, "no conversation without messages");
 
     // And the tenant itself still writes normally.
-    let response = shop
+    let secret = json!({"auth_type": "bearer", "secret": "endpoint-token-123"});
+    let (status, _) = shop
         .app
-        .client
-        .put(
-            shop.app
-                .url(&format!("/v1/capability-credentials/{CREDENTIAL}")),
-        )
-        .bearer_auth(&shop.key)
-        .json(&json!({"auth_type": "bearer", "secret": "endpoint-token-123"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
+        .put_credential(&shop.key, CREDENTIAL, &secret)
+        .await;
+    assert_eq!(status, 201);
 }

@@ -61,32 +61,15 @@ async fn admin_creates_accounts_and_keys_that_work_until_revoked(backend: Backen
     assert_eq!(issued.as_object().unwrap().len(), 3);
 
     let app = TestApp::spawn_on(db).await;
-    let url = app.url("/v1/agent-policy");
-    let put = app
-        .client
-        .put(&url)
-        .bearer_auth(&key)
-        .json(&serde_json::json!({"version": 1, "instructions": "x"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 201);
+    let policy = serde_json::json!({"version": 1, "instructions": "x"});
+    assert_eq!(app.put_policy(&key, &policy).await.0, 201);
 
     let revoked = json_line(&run(&app.db, &["admin", "key", "revoke", &key_id]).await);
     assert_eq!(
         revoked,
         serde_json::json!({"key_id": key_id, "status": "revoked"})
     );
-    assert_eq!(
-        app.client
-            .get(&url)
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
+    assert_eq!(app.get_policy(&key).await.0, 401);
 
     // The key is stored only as a hash.
     match backend {

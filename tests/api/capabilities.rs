@@ -35,7 +35,9 @@ async fn lifecycle_follows_every_row_of_contract_3_1(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = account_ready(&app, "acme").await;
 
-    let (status, created) = create(&app, &key, valid_definition("order_status")).await;
+    let (status, created) = app
+        .create_capability(&key, valid_definition("order_status"))
+        .await;
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();
     assert!(id.starts_with("cap_") && (8..=80).contains(&id.len()));
@@ -276,7 +278,9 @@ async fn unknown_foreign_and_malformed_ids(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let alice = account_ready(&app, "alice").await;
     let bob = account_ready(&app, "bob").await;
-    let (_, created) = create(&app, &alice, valid_definition("order_status")).await;
+    let (_, created) = app
+        .create_capability(&alice, valid_definition("order_status"))
+        .await;
     let id = created["id"].as_str().unwrap().to_owned();
     for (who, path) in [
         (&bob, format!("/v1/capabilities/{id}")),
@@ -351,7 +355,9 @@ async fn unknown_foreign_and_malformed_ids(backend: Backend) {
 async fn concurrent_patches_with_one_if_match_have_one_winner(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = account_ready(&app, "acme").await;
-    let (_, created) = create(&app, &key, valid_definition("order_status")).await;
+    let (_, created) = app
+        .create_capability(&key, valid_definition("order_status"))
+        .await;
     let path = format!("/v1/capabilities/{}", created["id"].as_str().unwrap());
     let attempts = (0..8)
         .map(|i| {
@@ -390,25 +396,28 @@ async fn names_are_unique_per_account(backend: Backend) {
     let key = account_ready(&app, "acme").await;
     let other = account_ready(&app, "other").await;
     assert_eq!(
-        create(&app, &key, valid_definition("order_status")).await.0,
+        app.create_capability(&key, valid_definition("order_status"))
+            .await
+            .0,
         201
     );
-    let (status, body) = create(&app, &key, valid_definition("order_status")).await;
+    let (status, body) = app
+        .create_capability(&key, valid_definition("order_status"))
+        .await;
     assert_eq!(status, 400);
     assert_eq!(
         violation_pairs(&body),
         vec![("/capability/name".to_owned(), "name-not-unique".to_owned())]
     );
     assert_eq!(
-        create(&app, &other, valid_definition("order_status"))
+        app.create_capability(&other, valid_definition("order_status"))
             .await
             .0,
         201,
         "another account may use the name"
     );
     let (status, body) = status_and_json(
-        import(
-            &app,
+        app.import_capabilities(
             &key,
             &new_key(),
             vec![valid_definition("a_b"), valid_definition("a_b")],
@@ -435,13 +444,13 @@ async fn idempotent_import_replays_and_detects_reuse(backend: Backend) {
     let idem = new_key();
     let manifest = vec![valid_definition("one"), valid_definition("two")];
 
-    let first = import(&app, &key, &idem, manifest.clone()).await;
+    let first = app.import_capabilities(&key, &idem, manifest.clone()).await;
     assert!(first.headers().get("idempotency-replayed").is_none());
     let (status, first) = status_and_json(first).await;
     assert_eq!(status, 201);
     assert_eq!(first["capabilities"].as_array().unwrap().len(), 2);
 
-    let again = import(&app, &key, &idem, manifest.clone()).await;
+    let again = app.import_capabilities(&key, &idem, manifest.clone()).await;
     assert_eq!(again.headers()["idempotency-replayed"], "true");
     let (status, replayed) = status_and_json(again).await;
     assert_eq!(
@@ -455,8 +464,11 @@ async fn idempotent_import_replays_and_detects_reuse(backend: Backend) {
         "nothing created twice"
     );
 
-    let (status, body) =
-        status_and_json(import(&app, &key, &idem, vec![valid_definition("three")]).await).await;
+    let (status, body) = status_and_json(
+        app.import_capabilities(&key, &idem, vec![valid_definition("three")])
+            .await,
+    )
+    .await;
     assert_eq!(status, 409);
     assert_flat_error(&body, "IDEMPOTENCY_KEY_REUSED");
 
@@ -475,7 +487,9 @@ async fn idempotent_import_replays_and_detects_reuse(backend: Backend) {
     // Keys are scoped to the account.
     let other = account_ready(&app, "other").await;
     assert_eq!(
-        import(&app, &other, &idem, manifest.clone()).await.status(),
+        app.import_capabilities(&other, &idem, manifest.clone())
+            .await
+            .status(),
         201
     );
 
@@ -556,8 +570,7 @@ async fn a_failing_import_leaves_nothing_behind(backend: Backend) {
         .remove("maxLength");
     let idem = new_key();
     let (status, body) = status_and_json(
-        import(
-            &app,
+        app.import_capabilities(
             &key,
             &idem,
             vec![valid_definition("one"), valid_definition("two"), last],
@@ -597,7 +610,10 @@ async fn a_failing_import_leaves_nothing_behind(backend: Backend) {
         valid_definition("two"),
         valid_definition("three"),
     ];
-    assert_eq!(import(&app, &key, &idem, fixed).await.status(), 201);
+    assert_eq!(
+        app.import_capabilities(&key, &idem, fixed).await.status(),
+        201
+    );
 }
 
 #[apply(backends)]

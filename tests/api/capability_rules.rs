@@ -630,8 +630,11 @@ async fn every_rule_of_the_schema_language_and_the_definition(backend: Backend) 
     for (i, case) in cases.iter().enumerate() {
         let mut definition = valid_definition(&format!("cap_rule_{i}"));
         (case.mutate)(&mut definition);
-        let (status, body) =
-            status_and_json(import(&app, &key, &new_key(), vec![definition]).await).await;
+        let (status, body) = status_and_json(
+            app.import_capabilities(&key, &new_key(), vec![definition])
+                .await,
+        )
+        .await;
         let expected: Vec<(String, String)> = case
             .expected
             .iter()

@@ -2,7 +2,6 @@
 //! authentication, unknown conversations, duplicate deliveries, and what
 //! the database holds after a whole conversation.
 
-use crate::conversation_rules::{IMAGE_MARKER, png_with_marker, send_multipart};
 use crate::helpers::shop::*;
 use crate::helpers::*;
 use serde_json::json;
@@ -15,16 +14,7 @@ fn payload(text: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multipart_edge_cases(backend: Backend) {
     let shop = Shop::open(backend).await;
-    let url = shop.app.url("/v1/channels/http/messages");
-    let send = |form: reqwest::multipart::Form| {
-        let request = shop
-            .app
-            .client
-            .post(&url)
-            .bearer_auth(&shop.key)
-            .multipart(form);
-        async move { status_and_json(request.send().await.unwrap()).await }
-    };
+    let send = |form: reqwest::multipart::Form| shop.app.send_multipart(&shop.key, form);
     let json_part = |v: &serde_json::Value| {
         reqwest::multipart::Part::text(v.to_string())
             .mime_str("application/json")
@@ -128,16 +118,14 @@ async fn authentication_bounds_and_unknown_conversations(backend: Backend) {
     let (_, body) = shop.say(None, "hola").await;
     let theirs = conversation(&body);
     let other = shop.app.account_with_key("other").await;
-    let response = shop
+    let (status, _) = shop
         .app
-        .client
-        .post(shop.app.url("/v1/channels/http/messages"))
-        .bearer_auth(&other)
-        .json(&json!({"conversation_id": theirs, "message": {"type": "text", "body": "hola"}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 404);
+        .send_message(
+            &other,
+            &json!({"conversation_id": theirs, "message": {"type": "text", "body": "hola"}}),
+        )
+        .await;
+    assert_eq!(status, 404);
     let response = shop
         .app
         .client
@@ -175,12 +163,13 @@ async fn a_repeated_client_event_is_a_duplicate(backend: Backend) {
 async fn the_database_holds_no_image_ref_credential_or_raw_result(backend: Backend) {
     let shop = Shop::open(backend).await;
     let image = png_with_marker();
-    let (_, body) = send_multipart(
-        &shop,
-        json!({"message": {"type": "text", "body": "Quiero cambiar la dirección de este pedido"}}),
-        Some(("image/png", image.clone())),
-    )
-    .await;
+    let (_, body) = shop
+        .send_with_image(
+            "Quiero cambiar la dirección de este pedido",
+            "image/png",
+            image.clone(),
+        )
+        .await;
     let c = conversation(&body);
     let (_, body) = shop.say(Some(&c), "A-1001").await;
     assert_eq!(body["interaction"]["operation_ref"], OPERATION_REF);

@@ -188,16 +188,7 @@ async fn rule_06_replies_are_grounded_and_nothing_is_invented(backend: Backend) 
         "No pude obtener esa información en este momento. Inténtalo de nuevo más tarde."
     );
     assert_eq!(trace(&body)[1].2, "http_status");
-    let (_, gaps) = status_and_json(
-        shop.app
-            .client
-            .get(shop.app.url("/v1/diagnostics/capability-gaps"))
-            .bearer_auth(&shop.key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, gaps) = shop.app.get_capability_gaps(&shop.key, "").await;
     assert_eq!(gaps["events"][0]["kind"], "agent_dead_end", "{gaps}");
     assert_eq!(gaps["events"][0]["capability"], "order_status");
 }
@@ -207,16 +198,8 @@ async fn rule_06_replies_are_grounded_and_nothing_is_invented(backend: Backend) 
 async fn rule_07_only_active_read_only_capabilities_are_called(backend: Backend) {
     let shop = Shop::open(backend).await;
     let id = &shop.ids["order_status"];
-    let response = shop
-        .app
-        .client
-        .post(shop.app.url(&format!("/v1/capabilities/{id}/disable")))
-        .bearer_auth(&shop.key)
-        .header("if-match", "1")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
+    let (status, _) = shop.app.disable_capability(&shop.key, id, "1").await;
+    assert_eq!(status, 200);
     let (_, body) = shop
         .say(None, "¿Cuál es el estado del envío de mi pedido A-1001?")
         .await;
@@ -228,7 +211,7 @@ async fn rule_07_only_active_read_only_capabilities_are_called(backend: Backend)
     let mut mutation = order_status("https://api.shop.example");
     mutation["name"] = json!("delete_order");
     mutation["side_effect"] = json!("write");
-    let (status, _) = crate::helpers::fixtures::create(&shop.app, &shop.key, mutation).await;
+    let (status, _) = shop.app.create_capability(&shop.key, mutation).await;
     assert_eq!(status, 400);
 }
 
@@ -339,12 +322,13 @@ async fn rule_11_and_12_images_are_never_stored_and_pending_operations_complete_
 ) {
     let shop = Shop::open(backend).await;
     let image = png_with_marker();
-    let (status, body) = send_multipart(
-        &shop,
-        json!({"message": {"type": "text", "body": "Quiero cambiar la dirección de este pedido"}}),
-        Some(("image/png", image.clone())),
-    )
-    .await;
+    let (status, body) = shop
+        .send_with_image(
+            "Quiero cambiar la dirección de este pedido",
+            "image/png",
+            image.clone(),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     assert!(
         reply(&body).contains("el número de pedido"),
@@ -361,12 +345,13 @@ async fn rule_11_and_12_images_are_never_stored_and_pending_operations_complete_
     assert!(!shop.app.db.contains_bytes(IMAGE_MARKER).await);
 
     // `cancelar` discards a pending operation without calling the host.
-    let (_, body) = send_multipart(
-        &shop,
-        json!({"message": {"type": "text", "body": "Quiero cambiar la dirección de este pedido"}}),
-        Some(("image/png", image)),
-    )
-    .await;
+    let (_, body) = shop
+        .send_with_image(
+            "Quiero cambiar la dirección de este pedido",
+            "image/png",
+            image,
+        )
+        .await;
     let c = conversation(&body);
     let calls = shop.calls().len();
     let (_, body) = shop.say(Some(&c), "cancelar").await;
@@ -409,31 +394,15 @@ async fn policy_topics_and_out_of_scope_apply_and_gaps_are_recorded(backend: Bac
     let shop = Shop::open(backend).await;
     let policy = json!({"version": 1, "allowed_topics": [{"name": "pedidos", "description": "Pedidos, devoluciones y garantías"}],
                             "out_of_scope_response": "Solo hablo de pedidos."});
-    let response = shop
-        .app
-        .client
-        .put(shop.app.url("/v1/agent-policy"))
-        .bearer_auth(&shop.key)
-        .json(&policy)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
+    let (status, _) = shop.app.put_policy(&shop.key, &policy).await;
+    assert_eq!(status, 201);
     let (_, body) = shop.say(None, "¿Quién ganó el partido de fútbol?").await;
     assert_eq!(reply(&body), "Solo hablo de pedidos.");
     assert_eq!(trace(&body).last().unwrap().2, "out_of_scope");
     // In scope, but no capability fits: a coverage gap, without text in `metadata` mode.
     let (_, body) = shop.say(None, "¿Cómo funciona la garantía?").await;
     assert_eq!(trace(&body).last().unwrap().2, "no_capability", "{body}");
-    let gaps = |shop: &Shop| {
-        let request = shop
-            .app
-            .client
-            .get(shop.app.url("/v1/diagnostics/capability-gaps"))
-            .bearer_auth(&shop.key);
-        async move { status_and_json(request.send().await.unwrap()).await.1 }
-    };
-    let listed = gaps(&shop).await;
+    let (_, listed) = shop.app.get_capability_gaps(&shop.key, "").await;
     assert_eq!(listed["events"].as_array().unwrap().len(), 1, "{listed}");
     assert_eq!(listed["events"][0]["kind"], "coverage_gap");
     assert_eq!(listed["events"][0]["reason_code"], "no_matching_capability");
@@ -446,31 +415,20 @@ async fn policy_topics_and_out_of_scope_apply_and_gaps_are_recorded(backend: Bac
         "{listed}"
     );
     // In `text` mode the message text is recorded and shown.
-    let response = shop
+    let (status, _) = shop
         .app
-        .client
-        .put(shop.app.url("/v1/diagnostics/settings"))
-        .bearer_auth(&shop.key)
-        .json(&json!({"diagnostic_message_mode": "text"}))
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success());
+        .put_settings(&shop.key, &json!({"diagnostic_message_mode": "text"}))
+        .await;
+    assert!((200..300).contains(&status));
     shop.say(None, "¿Cómo funciona la garantía de devoluciones?")
         .await;
-    let listed = gaps(&shop).await;
+    let (_, listed) = shop.app.get_capability_gaps(&shop.key, "").await;
     assert_eq!(
         listed["events"][0]["message_text"], "¿Cómo funciona la garantía de devoluciones?",
         "{listed}"
     );
     // Without a policy, platform defaults: no topic restriction.
-    shop.app
-        .client
-        .delete(shop.app.url("/v1/agent-policy"))
-        .bearer_auth(&shop.key)
-        .send()
-        .await
-        .unwrap();
+    shop.app.delete_policy(&shop.key).await;
     let (_, body) = shop.say(None, "¿Quién ganó el partido de fútbol?").await;
     assert_eq!(trace(&body).last().unwrap().2, "no_capability", "{body}");
 }
@@ -519,48 +477,4 @@ async fn the_trace_and_benchmark_observation_have_the_documented_shape(backend: 
     );
     assert_eq!(body["message"]["role"], "assistant");
     assert_eq!(body["message"]["type"], "text");
-}
-
-/// Bytes that would show if any part of the image were stored.
-pub const IMAGE_MARKER: &[u8] = b"WARDEN-IMAGE-MARKER-9b1e";
-
-/// A PNG signature followed by a marker chunk: recognised as PNG by its bytes.
-pub fn png_with_marker() -> Vec<u8> {
-    let mut bytes = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde".to_vec();
-    bytes.extend_from_slice(IMAGE_MARKER);
-    bytes.extend(std::iter::repeat_n(0xA5u8, 2048));
-    bytes
-}
-
-/// A multipart message: the `payload` part and an optional `image` part.
-pub async fn send_multipart(
-    shop: &Shop,
-    payload: Value,
-    image: Option<(&str, Vec<u8>)>,
-) -> (u16, Value) {
-    let mut form = reqwest::multipart::Form::new().part(
-        "payload",
-        reqwest::multipart::Part::text(payload.to_string())
-            .mime_str("application/json")
-            .unwrap(),
-    );
-    if let Some((mime, bytes)) = image {
-        form = form.part(
-            "image",
-            reqwest::multipart::Part::bytes(bytes)
-                .file_name("photo")
-                .mime_str(mime)
-                .unwrap(),
-        );
-    }
-    let response = shop
-        .app
-        .client
-        .post(shop.app.url("/v1/channels/http/messages"))
-        .bearer_auth(&shop.key)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    status_and_json(response).await
 }

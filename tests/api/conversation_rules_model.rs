@@ -166,14 +166,7 @@ async fn model_rule_07_unoffered_or_disabled_capabilities_are_refused(backend: B
     assert_eq!(shop.calls().len(), 0);
     assert_eq!(trace(&body).last().unwrap().2, "capability_refused");
     let id = &shop.ids["order_status"];
-    shop.app
-        .client
-        .post(shop.app.url(&format!("/v1/capabilities/{id}/disable")))
-        .bearer_auth(&shop.key)
-        .header("if-match", "1")
-        .send()
-        .await
-        .unwrap();
+    shop.app.disable_capability(&shop.key, id, "1").await;
     model.set_script(vec![order("A-1001")]);
     let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
     assert_eq!(shop.calls().len(), 0, "{body}");
@@ -254,7 +247,6 @@ async fn an_inference_outage_is_503_and_stores_nothing(backend: Backend) {
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_reads_an_image_in_memory_and_a_clarification_completes_it(backend: Backend) {
-    use crate::conversation_rules::{IMAGE_MARKER, png_with_marker, send_multipart};
     // The model reads nothing usable from the image: the engine asks.
     let (shop, model) = shop_with_model(
         backend,
@@ -262,12 +254,13 @@ async fn model_reads_an_image_in_memory_and_a_clarification_completes_it(backend
     )
     .await;
     let image = png_with_marker();
-    let (status, body) = send_multipart(
-        &shop,
-        json!({"message": {"type": "text", "body": "Quiero cambiar la dirección de este pedido"}}),
-        Some(("image/png", image.clone())),
-    )
-    .await;
+    let (status, body) = shop
+        .send_with_image(
+            "Quiero cambiar la dirección de este pedido",
+            "image/png",
+            image.clone(),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     assert!(reply(&body).contains("el número de pedido"), "{body}");
     let sent = model.requests()[0].to_string();
@@ -289,12 +282,13 @@ async fn model_reads_an_image_in_memory_and_a_clarification_completes_it(backend
         "prepare_address_change",
         json!({"order": "A-1001"}),
     )]);
-    let (_, body) = send_multipart(
-        &shop,
-        json!({"message": {"type": "text", "body": "Quiero cambiar la dirección de este pedido"}}),
-        Some(("image/png", image.clone())),
-    )
-    .await;
+    let (_, body) = shop
+        .send_with_image(
+            "Quiero cambiar la dirección de este pedido",
+            "image/png",
+            image.clone(),
+        )
+        .await;
     assert_eq!(body["interaction"]["type"], "confirm_operation", "{body}");
     // Without an image the same unwritten value is dropped and asked for.
     let (_, body) = shop

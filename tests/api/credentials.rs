@@ -4,33 +4,6 @@ use warden::crypto::master_key::{Keyring, MasterKey};
 use warden::domain::credential::{CredentialRef, CredentialSpec};
 use warden::vault;
 
-async fn put(app: &TestApp, key: &str, reference: &str, body: &Value) -> (u16, Value) {
-    let url = app.url(&format!("/v1/capability-credentials/{reference}"));
-    status_and_json(
-        app.client
-            .put(url)
-            .bearer_auth(key)
-            .json(body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-}
-
-async fn delete(app: &TestApp, key: &str, reference: &str) -> (u16, Value) {
-    let url = app.url(&format!("/v1/capability-credentials/{reference}"));
-    status_and_json(
-        app.client
-            .delete(url)
-            .bearer_auth(key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-}
-
 const SECRET_1: &str = "sk-live-FIRSTsecretVALUE-0123456789";
 const SECRET_2: &str = "sk-live-SECONDsecretVALUE-9876543210";
 
@@ -41,13 +14,13 @@ async fn credentials_are_stored_rotated_and_revoked(backend: Backend) {
     let key = app.account_with_key("acme").await;
     let account = app.store.find_account("acme").await.unwrap().unwrap();
 
-    let (status, body) = put(
-        &app,
-        &key,
-        "cred_orders",
-        &json!({"auth_type": "bearer", "secret": SECRET_1}),
-    )
-    .await;
+    let (status, body) = app
+        .put_credential(
+            &key,
+            "cred_orders",
+            &json!({"auth_type": "bearer", "secret": SECRET_1}),
+        )
+        .await;
     assert_eq!(
         (status, body),
         (
@@ -63,7 +36,7 @@ async fn credentials_are_stored_rotated_and_revoked(backend: Backend) {
 
     // Rotation: a second PUT replaces the secret.
     let body = json!({"auth_type": "api_key", "header_name": "x-api-token", "secret": SECRET_2});
-    assert_eq!(put(&app, &key, "cred_orders", &body).await.0, 201);
+    assert_eq!(app.put_credential(&key, "cred_orders", &body).await.0, 201);
     let opened = vault::open_credential(&app.store, &keyring(), &account, "cred_orders")
         .await
         .unwrap()
@@ -71,7 +44,7 @@ async fn credentials_are_stored_rotated_and_revoked(backend: Backend) {
     assert_eq!(opened.secret.as_str(), SECRET_2);
     assert_eq!(opened.header_name.as_deref(), Some("x-api-token"));
 
-    let (status, body) = delete(&app, &key, "cred_orders").await;
+    let (status, body) = app.delete_credential(&key, "cred_orders").await;
     assert_eq!(
         (status, body),
         (
@@ -92,7 +65,7 @@ async fn credentials_are_stored_rotated_and_revoked(backend: Backend) {
             .unwrap()
     );
 
-    let (status, body) = delete(&app, &key, "cred_missing").await;
+    let (status, body) = app.delete_credential(&key, "cred_missing").await;
     assert_eq!(status, 404);
     assert_flat_error(&body, "NOT_FOUND");
 
@@ -118,7 +91,7 @@ async fn credential_requests_are_validated(backend: Backend) {
         "orders",
         &format!("cred_{}", "x".repeat(121)),
     ] {
-        let (status, body) = put(&app, &key, reference, &good).await;
+        let (status, body) = app.put_credential(&key, reference, &good).await;
         assert_eq!(status, 400, "{reference}");
         assert_flat_error(&body, "BAD_REQUEST");
     }
@@ -130,12 +103,12 @@ async fn credential_requests_are_validated(backend: Backend) {
         json!({"auth_type": "api_key", "secret": "x", "header_name": "authorization"}),
         json!({"auth_type": "bearer", "secret": "x", "scope": "all"}),
     ] {
-        let (status, response) = put(&app, &key, "cred_orders", &body).await;
+        let (status, response) = app.put_credential(&key, "cred_orders", &body).await;
         assert_eq!(status, 400, "{body}");
         assert_flat_error(&response, "BAD_REQUEST");
     }
     let huge = json!({"auth_type": "bearer", "secret": "a".repeat(4097)});
-    let (status, body) = put(&app, &key, "cred_orders", &huge).await;
+    let (status, body) = app.put_credential(&key, "cred_orders", &huge).await;
     assert_eq!(status, 413);
     assert_flat_error(&body, "PAYLOAD_TOO_LARGE");
     let account = app.store.find_account("acme").await.unwrap().unwrap();
@@ -163,8 +136,7 @@ async fn credentials_belong_to_one_account(backend: Backend) {
     let alice = app.account_with_key("alice").await;
     let bob = app.account_with_key("bob").await;
     assert_eq!(
-        put(
-            &app,
+        app.put_credential(
             &alice,
             "cred_shared",
             &json!({"auth_type": "bearer", "secret": SECRET_1})
@@ -174,7 +146,7 @@ async fn credentials_belong_to_one_account(backend: Backend) {
         201
     );
     assert_eq!(
-        delete(&app, &bob, "cred_shared").await.0,
+        app.delete_credential(&bob, "cred_shared").await.0,
         404,
         "bob cannot revoke alice's credential"
     );

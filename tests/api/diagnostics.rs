@@ -6,9 +6,7 @@ use serde_json::json;
 async fn settings_default_to_metadata_and_put_is_201_then_200(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = app.account_with_key("acme").await;
-    let url = app.url("/v1/diagnostics/settings");
-    let (status, body) =
-        status_and_json(app.client.get(&url).bearer_auth(&key).send().await.unwrap()).await;
+    let (status, body) = app.get_settings(&key).await;
     assert_eq!(
         (status, body),
         (200, json!({"diagnostic_message_mode": "metadata"}))
@@ -16,19 +14,9 @@ async fn settings_default_to_metadata_and_put_is_201_then_200(backend: Backend) 
 
     for (mode, expected) in [("text", 201), ("disabled", 200), ("metadata", 200)] {
         let body = json!({"diagnostic_message_mode": mode});
-        let (status, response) = status_and_json(
-            app.client
-                .put(&url)
-                .bearer_auth(&key)
-                .json(&body)
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (status, response) = app.put_settings(&key, &body).await;
         assert_eq!((status, response), (expected, body.clone()));
-        let (_, read) =
-            status_and_json(app.client.get(&url).bearer_auth(&key).send().await.unwrap()).await;
+        let (_, read) = app.get_settings(&key).await;
         assert_eq!(read, body);
     }
 }
@@ -38,7 +26,6 @@ async fn settings_default_to_metadata_and_put_is_201_then_200(backend: Backend) 
 async fn settings_accept_only_the_three_modes(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = app.account_with_key("acme").await;
-    let url = app.url("/v1/diagnostics/settings");
     for body in [
         json!({"diagnostic_message_mode": "verbose"}),
         json!({"diagnostic_message_mode": "TEXT"}),
@@ -47,20 +34,10 @@ async fn settings_accept_only_the_three_modes(backend: Backend) {
         json!({"diagnostic_message_mode": "text", "extra": 1}),
         json!("text"),
     ] {
-        let (status, response) = status_and_json(
-            app.client
-                .put(&url)
-                .bearer_auth(&key)
-                .json(&body)
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (status, response) = app.put_settings(&key, &body).await;
         assert_eq!(status, 400, "{body}");
         assert_flat_error(&response, "BAD_REQUEST");
     }
-    let (_, read) =
-        status_and_json(app.client.get(&url).bearer_auth(&key).send().await.unwrap()).await;
+    let (_, read) = app.get_settings(&key).await;
     assert_eq!(read, json!({"diagnostic_message_mode": "metadata"}));
 }

@@ -20,21 +20,9 @@ async fn capability_at(
     let mut definition = valid_definition(&format!("c{}", uuid::Uuid::new_v4().simple()));
     definition["url"] = json!(url);
     edit(&mut definition);
-    let (status, body) = create(app, key, definition).await;
+    let (status, body) = app.create_capability(key, definition).await;
     assert_eq!(status, 201, "{body}");
     body["id"].as_str().unwrap().to_owned()
-}
-
-async fn run_test(app: &TestApp, key: &str, id: &str, arguments: Value) -> (u16, Value) {
-    let response = app
-        .client
-        .post(app.url(&format!("/v1/capabilities/{id}/test")))
-        .bearer_auth(key)
-        .json(&json!({"arguments": arguments}))
-        .send()
-        .await
-        .unwrap();
-    status_and_json(response).await
 }
 
 fn order() -> Value {
@@ -59,7 +47,7 @@ async fn a_passing_test_calls_the_endpoint_as_declared_and_prunes_the_answer(bac
     )
     .await;
 
-    let (status, body) = run_test(&app, &key, &id, order()).await;
+    let (status, body) = app.test_capability(&key, &id, order()).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "passed");
     assert_eq!(body["revision"], 1);
@@ -135,22 +123,15 @@ async fn api_key_and_basic_credentials_are_injected_per_type(backend: Backend) {
             "Basic dXNlcjpwYXNz",
         ),
     ] {
-        let put = app
-            .client
-            .put(app.url("/v1/capability-credentials/cred_other"))
-            .bearer_auth(&key)
-            .json(&credential)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(put.status(), 201);
+        let (status, _) = app.put_credential(&key, "cred_other", &credential).await;
+        assert_eq!(status, 201);
         let auth_type = credential["auth_type"].as_str().unwrap().to_owned();
         let id = capability_at(&app, &key, &format!("{}/x", endpoint.base), |d| {
             d["auth"] = json!({"type": auth_type, "credential_ref": "cred_other"});
         })
         .await;
         assert_eq!(
-            run_test(&app, &key, &id, order()).await.1["status"],
+            app.test_capability(&key, &id, order()).await.1["status"],
             "passed"
         );
         assert_eq!(endpoint.last().headers[expected_header], expected_value);
@@ -173,7 +154,7 @@ async fn invalid_arguments_are_400_and_nothing_is_called(backend: Backend) {
         (json!({"order": "A-1", "extra": 1}), "/arguments/extra"),
         (json!({"order": "A".repeat(21)}), "/arguments/order"),
     ] {
-        let (status, body) = run_test(&app, &key, &id, arguments.clone()).await;
+        let (status, body) = app.test_capability(&key, &id, arguments.clone()).await;
         assert_eq!(status, 400, "{arguments}");
         assert!(
             violation_pairs(&body)
@@ -194,7 +175,10 @@ async fn invalid_arguments_are_400_and_nothing_is_called(backend: Backend) {
     .await;
     assert_eq!(status, 400);
     assert_eq!(endpoint.hits(), 0, "the endpoint was never called");
-    assert_eq!(run_test(&app, &key, "cap_unknown1", order()).await.0, 404);
+    assert_eq!(
+        app.test_capability(&key, "cap_unknown1", order()).await.0,
+        404
+    );
 }
 
 #[apply(backends)]
@@ -276,7 +260,7 @@ async fn failures_are_recorded_with_their_reason(backend: Backend) {
             d["retry_count"] = json!(0)
         })
         .await;
-        let (status, body) = run_test(&app, &key, &id, order()).await;
+        let (status, body) = app.test_capability(&key, &id, order()).await;
         assert_eq!(status, 200, "{name}: {body}");
         assert_eq!(
             (body["status"].as_str(), body["reason"].as_str()),
@@ -322,7 +306,7 @@ async fn retries_only_transient_failures_and_counts_them(backend: Backend) {
             d["retry_count"] = json!(retry_count)
         })
         .await;
-        let (_, body) = run_test(&app, &key, &id, order()).await;
+        let (_, body) = app.test_capability(&key, &id, order()).await;
         assert_eq!(body["reason"], reason, "{name}");
         assert_eq!(
             endpoint.hits(),
@@ -349,7 +333,7 @@ async fn retries_only_transient_failures_and_counts_them(backend: Backend) {
         d["retry_count"] = json!(1)
     })
     .await;
-    let (_, body) = run_test(&app, &key, &id, order()).await;
+    let (_, body) = app.test_capability(&key, &id, order()).await;
     assert_eq!(
         (body["status"].as_str(), body["attempts"].as_i64()),
         (Some("passed"), Some(2))
@@ -427,15 +411,9 @@ async fn a_revoked_credential_makes_the_test_a_conflict(backend: Backend) {
     let key = account_ready(&app, "acme").await;
     let endpoint = FakeEndpoint::json(json!({"status": "ok"})).await;
     let id = capability_at(&app, &key, &format!("{}/x", endpoint.base), |_| {}).await;
-    let revoke = app
-        .client
-        .delete(app.url(&format!("/v1/capability-credentials/{CREDENTIAL}")))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoke.status(), 200);
-    let (status, body) = run_test(&app, &key, &id, order()).await;
+    let (status, _) = app.delete_credential(&key, CREDENTIAL).await;
+    assert_eq!(status, 200);
+    let (status, body) = app.test_capability(&key, &id, order()).await;
     assert_eq!(status, 409);
     assert_flat_error(&body, "CONFLICT");
     assert_eq!(endpoint.hits(), 0);
@@ -456,7 +434,7 @@ async fn host_interaction_results_are_shaped_without_references(backend: Backend
         d["output_schema"] = host_interaction_output_schema();
     })
     .await;
-    let (status, body) = run_test(&app, &key, &id, order()).await;
+    let (status, body) = app.test_capability(&key, &id, order()).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "passed", "{body}");
     assert_eq!(body["output"]["interaction"]["type"], "confirm_operation");

@@ -1,7 +1,7 @@
 //! The capability-gap report: modes, pagination and isolation.
 
 use crate::helpers::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use warden::store::gap_events::GapEvent;
 
 async fn seed(app: &TestApp, account: &str, events: &[(&str, i64, &str)]) {
@@ -24,28 +24,11 @@ async fn seed(app: &TestApp, account: &str, events: &[(&str, i64, &str)]) {
     }
 }
 
-async fn get(app: &TestApp, key: &str, query: &str) -> (u16, Value) {
-    status_and_json(
-        app.client
-            .get(app.url(&format!("/v1/diagnostics/capability-gaps{query}")))
-            .bearer_auth(key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-}
-
 async fn set_mode(app: &TestApp, key: &str, mode: &str) {
-    let r = app
-        .client
-        .put(app.url("/v1/diagnostics/settings"))
-        .bearer_auth(key)
-        .json(&json!({"diagnostic_message_mode": mode}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    let (status, _) = app
+        .put_settings(key, &json!({"diagnostic_message_mode": mode}))
+        .await;
+    assert!((200..300).contains(&status));
 }
 
 #[apply(backends)]
@@ -66,7 +49,7 @@ async fn pagination_across_equal_timestamps_is_stable_and_complete(backend: Back
     let mut seen = Vec::new();
     let mut query = "?limit=4".to_owned();
     loop {
-        let (status, page) = get(&app, &key, &query).await;
+        let (status, page) = app.get_capability_gaps(&key, &query).await;
         assert_eq!(status, 200, "{page}");
         let ids: Vec<String> = page["events"]
             .as_array()
@@ -109,7 +92,7 @@ async fn modes_decide_what_is_shown(backend: Backend) {
     )
     .await;
 
-    let (_, metadata) = get(&app, &key, "").await;
+    let (_, metadata) = app.get_capability_gaps(&key, "").await;
     assert_eq!(metadata["diagnostic_message_mode"], "metadata");
     let first = &metadata["events"][0];
     assert_eq!(
@@ -122,14 +105,14 @@ async fn modes_decide_what_is_shown(backend: Backend) {
     );
 
     set_mode(&app, &key, "text").await;
-    let (_, text) = get(&app, &key, "").await;
+    let (_, text) = app.get_capability_gaps(&key, "").await;
     assert_eq!(
         text["events"][1]["message_text"],
         "quiero cancelar mi pedido"
     );
 
     set_mode(&app, &key, "disabled").await;
-    let (status, disabled) = get(&app, &key, "").await;
+    let (status, disabled) = app.get_capability_gaps(&key, "").await;
     assert_eq!(
         (status, disabled),
         (
@@ -158,17 +141,17 @@ async fn invalid_pagination_is_400_and_accounts_are_isolated(backend: Backend) {
         "?limit=5&limit=6",
         "?page=2",
     ] {
-        let (status, body) = get(&app, &key, query).await;
+        let (status, body) = app.get_capability_gaps(&key, query).await;
         assert_eq!(status, 400, "{query}");
         assert_flat_error(&body, "BAD_REQUEST");
     }
-    let (_, page) = get(&app, &key, "?limit=100").await;
+    let (_, page) = app.get_capability_gaps(&key, "?limit=100").await;
     assert_eq!(page["events"].as_array().unwrap().len(), 1);
     assert!(
         page.get("next_before").is_none(),
         "no cursor after the last page"
     );
-    let (_, theirs) = get(&app, &other, "").await;
+    let (_, theirs) = app.get_capability_gaps(&other, "").await;
     assert_eq!(
         theirs["events"],
         json!([]),

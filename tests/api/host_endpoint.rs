@@ -38,22 +38,15 @@ async fn publish(app: &TestApp, key: &str, name: &str, url: String, interaction:
         definition["result_handling"] = json!("host_interaction");
         definition["output_schema"] = host_interaction_output_schema();
     }
-    let (status, body) = create(app, key, definition).await;
+    let (status, body) = app.create_capability(key, definition).await;
     assert_eq!(status, 201, "{body}");
     body["id"].as_str().unwrap().to_owned()
 }
 
 async fn test_call(app: &TestApp, key: &str, id: &str, order: &str) -> Value {
-    app.client
-        .post(app.url(&format!("/v1/capabilities/{id}/test")))
-        .bearer_auth(key)
-        .json(&json!({"arguments": {"order": order}}))
-        .send()
+    app.test_capability(key, id, json!({"order": order}))
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+        .1
 }
 
 #[apply(backends)]

@@ -19,10 +19,9 @@
 //!   which may appear only in the `interaction` object of the response that
 //!   revealed them.
 
-use crate::conversation_rules::IMAGE_MARKER;
 use crate::helpers::endpoint::*;
 use crate::helpers::fixtures::{new_key, valid_definition};
-use crate::helpers::shop::{order_status, prepare_address_change};
+use crate::helpers::shop::{IMAGE_MARKER, order_status, prepare_address_change};
 use crate::helpers::*;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};

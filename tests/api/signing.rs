@@ -81,21 +81,14 @@ async fn called_endpoint(app: &TestApp, key: &str) -> (FakeEndpoint, String) {
     let endpoint = FakeEndpoint::json(json!({"status": "ok"})).await;
     let mut definition = valid_definition("signed_status");
     definition["url"] = json!(format!("{}/orders/status?src=warden", endpoint.base));
-    let (status, body) = create(app, key, definition).await;
+    let (status, body) = app.create_capability(key, definition).await;
     assert_eq!(status, 201, "{body}");
     (endpoint, body["id"].as_str().unwrap().to_owned())
 }
 
 async fn run_test(app: &TestApp, key: &str, id: &str) {
-    let r = app
-        .client
-        .post(app.url(&format!("/v1/capabilities/{id}/test")))
-        .bearer_auth(key)
-        .json(&json!({"arguments": {"order": "A-1"}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.json::<Value>().await.unwrap()["status"], "passed");
+    let (_, body) = app.test_capability(key, id, json!({"order": "A-1"})).await;
+    assert_eq!(body["status"], "passed");
 }
 
 #[apply(backends)]

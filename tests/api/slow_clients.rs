@@ -124,14 +124,7 @@ async fn trickled_bodies_are_cut_off_with_an_error() {
     assert!(text.starts_with("HTTP/1.1 400"), "{text}");
     assert!(text.contains("\"code\":\"BAD_REQUEST\""), "{text}");
     // Nothing was stored.
-    let response = app
-        .client
-        .get(app.url("/v1/agent-policy"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 404);
+    assert_eq!(app.get_policy(&key).await.0, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,19 +213,14 @@ async fn a_slow_request_answers_503_and_its_work_still_completes(backend: Backen
         )
     })
     .await;
-    let (status, body) =
-        crate::helpers::fixtures::create(&app, &key, order_status(&endpoint.base)).await;
+    let (status, body) = app
+        .create_capability(&key, order_status(&endpoint.base))
+        .await;
     assert_eq!(status, 201, "{body}");
     let id = body["id"].as_str().unwrap().to_owned();
-    let response = app
-        .client
-        .post(app.url(&format!("/v1/capabilities/{id}/test")))
-        .bearer_auth(&key)
-        .json(&json!({"arguments": {"order": "A-1001"}}))
-        .send()
-        .await
-        .unwrap();
-    let (status, body) = status_and_json(response).await;
+    let (status, body) = app
+        .test_capability(&key, &id, json!({"order": "A-1001"}))
+        .await;
     assert_eq!(status, 503, "{body}");
     assert_flat_error(&body, "SERVICE_UNAVAILABLE");
     // The test itself ran to its end and was recorded.

@@ -297,7 +297,7 @@ async fn a_contract_test_names_the_refused_class_and_never_the_resolved_address(
     let key = account_ready(&app, "acme").await;
     let mut definition = valid_definition("internal_probe");
     definition["url"] = json!("https://intranet.partner.test/orders");
-    let (status, body) = create(&app, &key, definition).await;
+    let (status, body) = app.create_capability(&key, definition).await;
     assert_eq!(status, 201, "{body}");
     let id = body["id"].as_str().unwrap().to_owned();
     // One answer per /test: loopback, then a mixed answer whose second
@@ -358,7 +358,7 @@ async fn the_guest_refuses_each_class_as_a_literal_at_import() {
         };
         let mut definition = valid_definition("literal_probe");
         definition["url"] = json!(format!("https://{host}/orders"));
-        let (status, body) = create(&app, &key, definition).await;
+        let (status, body) = app.create_capability(&key, definition).await;
         assert_eq!(status, 400, "{ip}: {body}");
         let violation = &body["violations"][0];
         assert_eq!(violation["pointer"], "/capability/url", "{ip}: {body}");

@@ -30,15 +30,7 @@ fn code_lookup(base: &str) -> Value {
 
 async fn say(app: &TestApp, key: &str, text: &str) -> (u16, Value) {
     let body = json!({"user_id": "user-1", "message": {"type": "text", "body": text}});
-    let response = app
-        .client
-        .post(app.url("/v1/channels/http/messages"))
-        .bearer_auth(key)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    status_and_json(response).await
+    app.send_message(key, &body).await
 }
 
 fn last_reason(body: &Value) -> String {
@@ -60,9 +52,11 @@ async fn a_catastrophic_pattern_costs_a_turn_one_deadline_and_the_server_stays_r
         json_response(StatusCode::OK, &json!({"status": "entregado"}))
     })
     .await;
-    let (status, body) =
-        status_and_json(import(&app, &key, &new_key(), vec![code_lookup(&endpoint.base)]).await)
-            .await;
+    let (status, body) = status_and_json(
+        app.import_capabilities(&key, &new_key(), vec![code_lookup(&endpoint.base)])
+            .await,
+    )
+    .await;
     assert_eq!(status, 201, "{body}");
 
     // Two turns at once (the test runtime, like a small server, has two

@@ -1,7 +1,9 @@
 //! The server under test, in-process on port 0, and its typed requests.
 
-use super::{Backend, MASTER_KEY, TestDb, admin, guest_cache_dir};
-use serde_json::Value;
+use super::fixtures::new_key;
+use super::{Backend, MASTER_KEY, TestDb, admin, guest_cache_dir, status_and_json};
+use reqwest::Method;
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use warden::cli::{
     AccountCommand, AdminCommand, KeyCommand, MasterKeyArgs, PlannerArgs, ServeArgs,
@@ -140,6 +142,105 @@ impl TestApp {
         )
         .await
     }
+}
+
+/// Typed requests, each with an API key as the bearer. They return the
+/// status and JSON body, or the response itself where a test reads its
+/// headers or raw body.
+impl TestApp {
+    fn request(&self, method: Method, path: &str, key: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, self.url(path)).bearer_auth(key)
+    }
+
+    pub async fn get_policy(&self, key: &str) -> (u16, Value) {
+        answer(self.request(Method::GET, "/v1/agent-policy", key)).await
+    }
+
+    pub async fn put_policy(&self, key: &str, policy: &Value) -> (u16, Value) {
+        let request = self.request(Method::PUT, "/v1/agent-policy", key);
+        answer(request.json(policy)).await
+    }
+
+    pub async fn delete_policy(&self, key: &str) -> reqwest::Response {
+        let request = self.request(Method::DELETE, "/v1/agent-policy", key);
+        request.send().await.unwrap()
+    }
+
+    pub async fn get_settings(&self, key: &str) -> (u16, Value) {
+        answer(self.request(Method::GET, "/v1/diagnostics/settings", key)).await
+    }
+
+    pub async fn put_settings(&self, key: &str, settings: &Value) -> (u16, Value) {
+        let request = self.request(Method::PUT, "/v1/diagnostics/settings", key);
+        answer(request.json(settings)).await
+    }
+
+    /// The capability-gap report; `query` is empty or starts with `?`.
+    pub async fn get_capability_gaps(&self, key: &str, query: &str) -> (u16, Value) {
+        let path = format!("/v1/diagnostics/capability-gaps{query}");
+        answer(self.request(Method::GET, &path, key)).await
+    }
+
+    pub async fn put_credential(&self, key: &str, reference: &str, body: &Value) -> (u16, Value) {
+        let path = format!("/v1/capability-credentials/{reference}");
+        answer(self.request(Method::PUT, &path, key).json(body)).await
+    }
+
+    pub async fn delete_credential(&self, key: &str, reference: &str) -> (u16, Value) {
+        let path = format!("/v1/capability-credentials/{reference}");
+        answer(self.request(Method::DELETE, &path, key)).await
+    }
+
+    /// Publishes one capability in the `orders` domain, under a fresh
+    /// idempotency key.
+    pub async fn create_capability(&self, key: &str, definition: Value) -> (u16, Value) {
+        let request = self.request(Method::POST, "/v1/capabilities", key);
+        let body = json!({"domain": "orders", "capability": definition});
+        answer(request.header("idempotency-key", new_key()).json(&body)).await
+    }
+
+    /// Imports a manifest of capabilities in the `orders` domain.
+    pub async fn import_capabilities(
+        &self,
+        key: &str,
+        idempotency_key: &str,
+        definitions: Vec<Value>,
+    ) -> reqwest::Response {
+        let request = self.request(Method::POST, "/v1/capabilities/import", key);
+        let body = json!({"domain": "orders", "capabilities": definitions});
+        let request = request.header("idempotency-key", idempotency_key);
+        request.json(&body).send().await.unwrap()
+    }
+
+    pub async fn disable_capability(&self, key: &str, id: &str, if_match: &str) -> (u16, Value) {
+        let path = format!("/v1/capabilities/{id}/disable");
+        let request = self.request(Method::POST, &path, key);
+        answer(request.header("if-match", if_match)).await
+    }
+
+    /// A contract test of a capability with these arguments.
+    pub async fn test_capability(&self, key: &str, id: &str, arguments: Value) -> (u16, Value) {
+        let path = format!("/v1/capabilities/{id}/test");
+        let body = json!({"arguments": arguments});
+        answer(self.request(Method::POST, &path, key).json(&body)).await
+    }
+
+    /// A message on the HTTP channel, as JSON.
+    pub async fn send_message(&self, key: &str, body: &Value) -> (u16, Value) {
+        let request = self.request(Method::POST, "/v1/channels/http/messages", key);
+        answer(request.json(body)).await
+    }
+
+    /// A message on the HTTP channel, as multipart (`payload`, `image`).
+    pub async fn send_multipart(&self, key: &str, form: reqwest::multipart::Form) -> (u16, Value) {
+        let request = self.request(Method::POST, "/v1/channels/http/messages", key);
+        answer(request.multipart(form)).await
+    }
+}
+
+/// Sends the request: its status and JSON body.
+async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
+    status_and_json(request.send().await.unwrap()).await
 }
 
 impl Drop for TestApp {

@@ -1,4 +1,4 @@
-//! Capability fixtures and request helpers shared by the capability tests.
+//! Capability fixtures shared by the capability tests.
 
 use crate::helpers::*;
 use serde_json::{Value, json};
@@ -42,49 +42,14 @@ pub fn valid_definition(name: &str) -> Value {
 /// An account with a key and the fixtures' credential configured.
 pub async fn account_ready(app: &TestApp, name: &str) -> String {
     let key = app.account_with_key(name).await;
-    let response = app
-        .client
-        .put(app.url(&format!("/v1/capability-credentials/{CREDENTIAL}")))
-        .bearer_auth(&key)
-        .json(&json!({"auth_type": "bearer", "secret": "endpoint-token-123"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
+    let secret = json!({"auth_type": "bearer", "secret": "endpoint-token-123"});
+    let (status, _) = app.put_credential(&key, CREDENTIAL, &secret).await;
+    assert_eq!(status, 201);
     key
 }
 
 pub fn new_key() -> String {
     format!("idem-{}", uuid::Uuid::new_v4().simple())
-}
-
-pub async fn import(
-    app: &TestApp,
-    key: &str,
-    idempotency_key: &str,
-    definitions: Vec<Value>,
-) -> reqwest::Response {
-    app.client
-        .post(app.url("/v1/capabilities/import"))
-        .bearer_auth(key)
-        .header("idempotency-key", idempotency_key)
-        .json(&json!({"domain": "orders", "capabilities": definitions}))
-        .send()
-        .await
-        .unwrap()
-}
-
-pub async fn create(app: &TestApp, key: &str, definition: Value) -> (u16, Value) {
-    let response = app
-        .client
-        .post(app.url("/v1/capabilities"))
-        .bearer_auth(key)
-        .header("idempotency-key", new_key())
-        .json(&json!({"domain": "orders", "capability": definition}))
-        .send()
-        .await
-        .unwrap();
-    status_and_json(response).await
 }
 
 /// `(pointer, rule)` pairs of a 400 violations body.
