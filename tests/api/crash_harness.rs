@@ -1330,8 +1330,16 @@ impl Harness {
             None => assert_eq!(code, 404, "{body}"),
         }
         if let Some(conversation) = conversation {
-            let response = self.client.post(url("/v1/channels/http/messages")).bearer_auth(&self.key)
-                .json(&json!({"conversation_id": conversation, "message": {"type": "text", "body": "gracias"}})).send().await.unwrap();
+            let message = json!({"conversation_id": conversation,
+                "message": {"type": "text", "body": "gracias"}});
+            let response = self
+                .client
+                .post(url("/v1/channels/http/messages"))
+                .bearer_auth(&self.key)
+                .json(&message)
+                .send()
+                .await
+                .unwrap();
             let (code, body) = status_and_json(response).await;
             assert_eq!(
                 code, 200,
@@ -1352,9 +1360,17 @@ impl Harness {
             "bystander policy: {}",
             response.status()
         );
-        let response = self.client.post(url("/v1/capabilities/import")).bearer_auth(&self.bystander_key)
+        let manifest = json!({"domain": "orders",
+            "capabilities": [valid_definition(&format!("bystander-{round}"))]});
+        let response = self
+            .client
+            .post(url("/v1/capabilities/import"))
+            .bearer_auth(&self.bystander_key)
             .header("idempotency-key", new_key())
-            .json(&json!({"domain": "orders", "capabilities": [valid_definition(&format!("bystander-{round}"))]})).send().await.unwrap();
+            .json(&manifest)
+            .send()
+            .await
+            .unwrap();
         let (code, body) = status_and_json(response).await;
         assert_eq!(code, 201, "bystander import: {body}");
     }

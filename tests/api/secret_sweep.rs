@@ -243,9 +243,14 @@ impl Sweep {
     }
 
     async fn report(&mut self, conversation: &str, interaction: &str, key: &str) -> (u16, Value) {
-        let request = self.post(&format!("/v1/conversations/{conversation}/operation-results"))
+        let result = json!({"interaction_id": interaction, "operation": "change_address",
+            "status": "succeeded"});
+        let request = self
+            .post(&format!(
+                "/v1/conversations/{conversation}/operation-results"
+            ))
             .header("idempotency-key", key)
-            .json(&json!({"interaction_id": interaction, "operation": "change_address", "status": "succeeded"}));
+            .json(&result);
         self.call("operation result", request).await
     }
 

@@ -141,7 +141,9 @@ async fn the_server_stays_responsive_under_200_trickling_connections() {
     for _ in 0..200 {
         let mut stream = connect(&app).await;
         tricklers.push(tokio::spawn(async move {
-            trickle(&mut stream, b"GET /health HTTP/1.1\r\nhost: warden\r\nx-slow: 1111111111111111111111111111111111111111\r\n\r\n", Duration::from_millis(250)).await.0
+            let request =
+                b"GET /health HTTP/1.1\r\nhost: warden\r\nx-slow: 1111111111111111111111111111111111111111\r\n\r\n";
+            trickle(&mut stream, request, Duration::from_millis(250)).await.0
         }));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
