@@ -15,9 +15,9 @@
 //! The seed is printed; `WARDEN_ABORT_SEED` replays a run and
 //! `WARDEN_ABORT_ROUNDS` (default 24 per route) makes it longer.
 
-use crate::fixtures::{CREDENTIAL, valid_definition};
+use crate::helpers::fixtures::{CREDENTIAL, valid_definition};
+use crate::helpers::shop::*;
 use crate::helpers::*;
-use crate::shop::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -237,91 +237,152 @@ fn order_status_definition(shop: &Shop, i: usize) -> Value {
     definition
 }
 
-both_backends! {
-    async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) {
-        let seed = seed();
-        eprintln!("abort harness seed: {seed} (WARDEN_ABORT_SEED replays it)");
-        let mut rng = StdRng::seed_from_u64(seed);
-        let shop = Shop::open(backend).await;
-        let other = crate::fixtures::account_ready(&shop.app, "bystander").await;
-        let address: SocketAddr = shop.app.address.trim_start_matches("http://").parse().unwrap();
-        // Interactions for the operation-result reports.
-        let mut interactions = Vec::new();
-        for _ in 0..3 {
-            let (_, body) = shop.say(None, "Quiero cambiar la dirección de envío del pedido A-1001").await;
-            interactions.push((conversation(&body), body["interaction"]["interaction_id"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned()));
-        }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) {
+    let seed = seed();
+    eprintln!("abort harness seed: {seed} (WARDEN_ABORT_SEED replays it)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let shop = Shop::open(backend).await;
+    let other = crate::helpers::fixtures::account_ready(&shop.app, "bystander").await;
+    let address: SocketAddr = shop
+        .app
+        .address
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    // Interactions for the operation-result reports.
+    let mut interactions = Vec::new();
+    for _ in 0..3 {
+        let (_, body) = shop
+            .say(
+                None,
+                "Quiero cambiar la dirección de envío del pedido A-1001",
+            )
+            .await;
+        interactions.push((
+            conversation(&body),
+            body["interaction"]["interaction_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{body}"))
+                .to_owned(),
+        ));
+    }
 
-        let rounds = rounds();
-        let mut sent = 0usize;
-        for i in 0..rounds {
-            let revision = scalar(&shop.app.store, &format!("SELECT revision FROM capabilities WHERE id = '{}'", shop.ids["order_status"])).await;
-            let batch: Vec<_> = probes(&shop, &interactions, i, revision)
-                .into_iter()
-                .map(|probe| {
-                    let cut = Cut::random(&mut rng);
-                    let split = rng.gen_range(0.0..1.0);
-                    tokio::spawn(send_and_hang_up(address, probe, cut, split))
-                })
-                .collect();
-            sent += batch.len();
-            for task in batch {
-                task.await.unwrap();
-            }
+    let rounds = rounds();
+    let mut sent = 0usize;
+    for i in 0..rounds {
+        let revision = scalar(
+            &shop.app.store,
+            &format!(
+                "SELECT revision FROM capabilities WHERE id = '{}'",
+                shop.ids["order_status"]
+            ),
+        )
+        .await;
+        let batch: Vec<_> = probes(&shop, &interactions, i, revision)
+            .into_iter()
+            .map(|probe| {
+                let cut = Cut::random(&mut rng);
+                let split = rng.gen_range(0.0..1.0);
+                tokio::spawn(send_and_hang_up(address, probe, cut, split))
+            })
+            .collect();
+        sent += batch.len();
+        for task in batch {
+            task.await.unwrap();
         }
-        eprintln!("abort harness: {sent} requests aborted on {backend:?}");
+    }
+    eprintln!("abort harness: {sent} requests aborted on {backend:?}");
 
-        // Another account writes at once.
-        let write = shop.app.client.put(shop.app.url("/v1/agent-policy")).bearer_auth(&other)
-            .json(&json!({"version": 1, "instructions": "Answer in English."})).send();
-        let response = tokio::time::timeout(Duration::from_secs(1), write).await
-            .expect("another account's write answers within 1 s").unwrap();
-        assert!(response.status().is_success(), "{}", response.status());
+    // Another account writes at once.
+    let write = shop
+        .app
+        .client
+        .put(shop.app.url("/v1/agent-policy"))
+        .bearer_auth(&other)
+        .json(&json!({"version": 1, "instructions": "Answer in English."}))
+        .send();
+    let response = tokio::time::timeout(Duration::from_secs(1), write)
+        .await
+        .expect("another account's write answers within 1 s")
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
 
-        // Work detached from the hung-up clients finishes on its own.
-        let store = &shop.app.store;
-        let mut in_flight = i64::MAX;
-        for _ in 0..100 {
-            in_flight = scalar(store, "SELECT COUNT(*) FROM idempotency_records WHERE state = 'in_flight'").await;
-            if in_flight == 0 { break; }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    // Work detached from the hung-up clients finishes on its own.
+    let store = &shop.app.store;
+    let mut in_flight = i64::MAX;
+    for _ in 0..100 {
+        in_flight = scalar(
+            store,
+            "SELECT COUNT(*) FROM idempotency_records WHERE state = 'in_flight'",
+        )
+        .await;
+        if in_flight == 0 {
+            break;
         }
-        assert_eq!(in_flight, 0, "no idempotency claim stays in flight");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(in_flight, 0, "no idempotency claim stays in flight");
 
-        // Imports are whole, and their keys are either replayed or free.
-        let names = strings(store, "SELECT name FROM capabilities").await;
-        for i in 0..rounds {
-            let a = names.contains(&format!("imported_{i}_a"));
-            let b = names.contains(&format!("imported_{i}_b"));
-            assert_eq!(a, b, "import {i} is whole");
-            let response = crate::fixtures::import(&shop.app, &shop.key, &format!("abort-import-{i}"),
-                vec![valid_definition(&format!("imported_{i}_a")), valid_definition(&format!("imported_{i}_b"))]).await;
-            let replayed = response.headers().get("idempotency-replayed").is_some();
-            assert_eq!(response.status(), 201, "import {i} retried");
-            assert_eq!(replayed, a, "a finished import is replayed, an unfinished one runs now");
-        }
-        // Revisions are contiguous and end at the capability's revision.
-        let broken = scalar(store, "SELECT COUNT(*) FROM capabilities c WHERE c.revision <> \
+    // Imports are whole, and their keys are either replayed or free.
+    let names = strings(store, "SELECT name FROM capabilities").await;
+    for i in 0..rounds {
+        let a = names.contains(&format!("imported_{i}_a"));
+        let b = names.contains(&format!("imported_{i}_b"));
+        assert_eq!(a, b, "import {i} is whole");
+        let response = shop
+            .app
+            .import_capabilities(
+                &shop.key,
+                &format!("abort-import-{i}"),
+                vec![
+                    valid_definition(&format!("imported_{i}_a")),
+                    valid_definition(&format!("imported_{i}_b")),
+                ],
+            )
+            .await;
+        let replayed = response.headers().get("idempotency-replayed").is_some();
+        assert_eq!(response.status(), 201, "import {i} retried");
+        assert_eq!(
+            replayed, a,
+            "a finished import is replayed, an unfinished one runs now"
+        );
+    }
+    // Revisions are contiguous and end at the capability's revision.
+    let broken = scalar(store, "SELECT COUNT(*) FROM capabilities c WHERE c.revision <> \
             (SELECT COUNT(*) FROM capability_revisions r WHERE r.capability_id = c.id) \
             OR c.revision <> (SELECT MAX(r.revision) FROM capability_revisions r WHERE r.capability_id = c.id)").await;
-        assert_eq!(broken, 0, "revisions are contiguous");
+    assert_eq!(broken, 0, "revisions are contiguous");
 
-        // A kept Client-Event-Id belongs to a written turn, and the other way round.
-        let events = strings(store, "SELECT event_id FROM channel_events").await;
-        let bodies = strings(store, "SELECT body FROM conversation_messages WHERE role = 'user'").await;
-        for i in 0..rounds {
-            let claimed = events.contains(&format!("abort-event-{i}"));
-            let written = bodies.iter().any(|b| b.contains(&format!("probe-{i}-end")));
-            assert_eq!(claimed, written, "event {i}: claim kept exactly when the turn was written");
-        }
-        let empty = scalar(store, "SELECT COUNT(*) FROM conversations c WHERE NOT EXISTS \
-            (SELECT 1 FROM conversation_messages m WHERE m.conversation_id = c.id)").await;
-        assert_eq!(empty, 0, "no conversation without messages");
-
-        // And the tenant itself still writes normally.
-        let response = shop.app.client.put(shop.app.url(&format!("/v1/capability-credentials/{CREDENTIAL}")))
-            .bearer_auth(&shop.key).json(&json!({"auth_type": "bearer", "secret": "endpoint-token-123"}))
-            .send().await.unwrap();
-        assert_eq!(response.status(), 201);
+    // A kept Client-Event-Id belongs to a written turn, and the other way round.
+    let events = strings(store, "SELECT event_id FROM channel_events").await;
+    let bodies = strings(
+        store,
+        "SELECT body FROM conversation_messages WHERE role = 'user'",
+    )
+    .await;
+    for i in 0..rounds {
+        let claimed = events.contains(&format!("abort-event-{i}"));
+        let written = bodies.iter().any(|b| b.contains(&format!("probe-{i}-end")));
+        assert_eq!(
+            claimed, written,
+            "event {i}: claim kept exactly when the turn was written"
+        );
     }
+    let empty = scalar(
+        store,
+        "SELECT COUNT(*) FROM conversations c WHERE NOT EXISTS \
+            (SELECT 1 FROM conversation_messages m WHERE m.conversation_id = c.id)",
+    )
+    .await;
+    assert_eq!(empty, 0, "no conversation without messages");
+
+    // And the tenant itself still writes normally.
+    let secret = json!({"auth_type": "bearer", "secret": "endpoint-token-123"});
+    let (status, _) = shop
+        .app
+        .put_credential(&shop.key, CREDENTIAL, &secret)
+        .await;
+    assert_eq!(status, 201);
 }

@@ -29,48 +29,70 @@ fn json_line(out: &Output) -> Value {
     serde_json::from_str(&out.stdout).unwrap()
 }
 
-both_backends! {
-    async fn admin_creates_accounts_and_keys_that_work_until_revoked(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        assert_eq!(json_line(&run(&db, &["admin", "account", "create", "acme"]).await), serde_json::json!({"account": "acme"}));
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_creates_accounts_and_keys_that_work_until_revoked(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    assert_eq!(
+        json_line(&run(&db, &["admin", "account", "create", "acme"]).await),
+        serde_json::json!({"account": "acme"})
+    );
 
-        let again = run(&db, &["admin", "account", "create", "acme"]).await;
-        assert!(!again.success);
-        assert!(again.stdout.is_empty());
-        assert!(again.stderr.contains("already exists"), "{}", again.stderr);
-        assert!(!run(&db, &["admin", "account", "create", "has space"]).await.success);
-        assert!(!run(&db, &["admin", "key", "issue", "nobody"]).await.success);
-        assert!(!run(&db, &["admin", "key", "revoke", "key_unknown"]).await.success);
+    let again = run(&db, &["admin", "account", "create", "acme"]).await;
+    assert!(!again.success);
+    assert!(again.stdout.is_empty());
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+    assert!(
+        !run(&db, &["admin", "account", "create", "has space"])
+            .await
+            .success
+    );
+    assert!(!run(&db, &["admin", "key", "issue", "nobody"]).await.success);
+    assert!(
+        !run(&db, &["admin", "key", "revoke", "key_unknown"])
+            .await
+            .success
+    );
 
-        let issued = json_line(&run(&db, &["admin", "key", "issue", "acme"]).await);
-        let key = issued["api_key"].as_str().unwrap().to_owned();
-        let key_id = issued["key_id"].as_str().unwrap().to_owned();
-        assert_eq!(issued["account"], "acme");
-        assert_eq!(issued.as_object().unwrap().len(), 3);
+    let issued = json_line(&run(&db, &["admin", "key", "issue", "acme"]).await);
+    let key = issued["api_key"].as_str().unwrap().to_owned();
+    let key_id = issued["key_id"].as_str().unwrap().to_owned();
+    assert_eq!(issued["account"], "acme");
+    assert_eq!(issued.as_object().unwrap().len(), 3);
 
-        let app = TestApp::spawn_on(db).await;
-        let url = app.url("/v1/agent-policy");
-        let put = app.client.put(&url).bearer_auth(&key).json(&serde_json::json!({"version": 1, "instructions": "x"})).send().await.unwrap();
-        assert_eq!(put.status(), 201);
+    let app = TestApp::spawn_on(db).await;
+    let policy = serde_json::json!({"version": 1, "instructions": "x"});
+    assert_eq!(app.put_policy(&key, &policy).await.0, 201);
 
-        let revoked = json_line(&run(&app.db, &["admin", "key", "revoke", &key_id]).await);
-        assert_eq!(revoked, serde_json::json!({"key_id": key_id, "status": "revoked"}));
-        assert_eq!(app.client.get(&url).bearer_auth(&key).send().await.unwrap().status(), 401);
+    let revoked = json_line(&run(&app.db, &["admin", "key", "revoke", &key_id]).await);
+    assert_eq!(
+        revoked,
+        serde_json::json!({"key_id": key_id, "status": "revoked"})
+    );
+    assert_eq!(app.get_policy(&key).await.0, 401);
 
-        // The key is stored only as a hash.
-        match backend {
-            Backend::Sqlite => {
-                let bytes = app.db.sqlite_bytes();
-                assert!(!bytes.is_empty());
-                let needle = key.as_bytes();
-                assert!(!bytes.windows(needle.len()).any(|w| w == needle), "the API key is in the database file");
-            }
-            Backend::Postgres => {
-                let warden::store::Store::Postgres(pool) = &app.store else { unreachable!() };
-                let rows: Vec<(String,)> = sqlx::query_as("SELECT row_to_json(k)::text FROM api_keys k").fetch_all(pool).await.unwrap();
-                assert_eq!(rows.len(), 1);
-                assert!(!rows[0].0.contains(&key), "the API key is in the database");
-            }
+    // The key is stored only as a hash.
+    match backend {
+        Backend::Sqlite => {
+            let bytes = app.db.sqlite_bytes();
+            assert!(!bytes.is_empty());
+            let needle = key.as_bytes();
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle),
+                "the API key is in the database file"
+            );
+        }
+        Backend::Postgres => {
+            let warden::store::Store::Postgres(pool) = &app.store else {
+                unreachable!()
+            };
+            let rows: Vec<(String,)> =
+                sqlx::query_as("SELECT row_to_json(k)::text FROM api_keys k")
+                    .fetch_all(pool)
+                    .await
+                    .unwrap();
+            assert_eq!(rows.len(), 1);
+            assert!(!rows[0].0.contains(&key), "the API key is in the database");
         }
     }
 }
@@ -133,37 +155,60 @@ async fn sqlite_without_a_master_key_creates_a_private_key_file() {
     assert_eq!(mode & 0o777, 0o600);
 }
 
-both_backends! {
-    async fn master_key_rotate_command_reseals_under_the_new_key(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        let store = warden::store::Store::connect(&db.url).await.unwrap();
-        let account = store.create_account("acme").await.unwrap();
-        let old = warden::crypto::master_key::Keyring::new(warden::crypto::master_key::MasterKey::from_base64(MASTER_KEY).unwrap(), vec![]);
-        let spec = warden::domain::credential::CredentialSpec::from_json(&serde_json::json!({"auth_type": "bearer", "secret": "rotate-me"})).unwrap();
-        let reference = warden::domain::credential::CredentialRef::parse("cred_rot").unwrap();
-        warden::vault::store_credential(&store, &old, &account, &reference, &spec).await.unwrap();
-        store.close().await;
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn master_key_rotate_command_reseals_under_the_new_key(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    let old = warden::crypto::master_key::Keyring::new(
+        warden::crypto::master_key::MasterKey::from_base64(MASTER_KEY).unwrap(),
+        vec![],
+    );
+    let spec = warden::domain::credential::CredentialSpec::from_json(
+        &serde_json::json!({"auth_type": "bearer", "secret": "rotate-me"}),
+    )
+    .unwrap();
+    let reference = warden::domain::credential::CredentialRef::parse("cred_rot").unwrap();
+    warden::vault::store_credential(&store, &old, &account, &reference, &spec)
+        .await
+        .unwrap();
+    store.close().await;
 
-        let old_file = db.dir().join("old.key");
-        std::fs::write(&old_file, MASTER_KEY).unwrap();
-        let new_key = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
-        let rotate = |previous: bool| {
-            let mut command = warden_command(&db);
-            command.args(["admin", "master-key", "rotate"]).env("WARDEN_MASTER_KEY", new_key);
-            if previous {
-                command.env("WARDEN_MASTER_KEY_PREVIOUS_FILE", &old_file);
-            }
-            command
-        };
-        let failed = rotate(false).output().await.unwrap();
-        assert!(!failed.status.success(), "without the previous key the old secret cannot be re-sealed");
-        let out = rotate(true).output().await.unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(report["resealed"], 1);
-        assert!(report["master_key_id"].as_str().unwrap().starts_with("mk_"));
-        let out = rotate(false).output().await.unwrap();
-        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!((report["resealed"].as_u64(), report["already_current"].as_u64()), (Some(0), Some(1)));
-    }
+    let old_file = db.dir().join("old.key");
+    std::fs::write(&old_file, MASTER_KEY).unwrap();
+    let new_key = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+    let rotate = |previous: bool| {
+        let mut command = warden_command(&db);
+        command
+            .args(["admin", "master-key", "rotate"])
+            .env("WARDEN_MASTER_KEY", new_key);
+        if previous {
+            command.env("WARDEN_MASTER_KEY_PREVIOUS_FILE", &old_file);
+        }
+        command
+    };
+    let failed = rotate(false).output().await.unwrap();
+    assert!(
+        !failed.status.success(),
+        "without the previous key the old secret cannot be re-sealed"
+    );
+    let out = rotate(true).output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["resealed"], 1);
+    assert!(report["master_key_id"].as_str().unwrap().starts_with("mk_"));
+    let out = rotate(false).output().await.unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            report["resealed"].as_u64(),
+            report["already_current"].as_u64()
+        ),
+        (Some(0), Some(1))
+    );
 }

@@ -1,63 +1,86 @@
 use crate::helpers::*;
 
-both_backends! {
-    async fn bad_keys_are_401_unauthorized(backend: Backend) {
-        let app = TestApp::spawn(backend).await;
-        let key = app.account_with_key("acme").await;
-        let url = app.url("/v1/diagnostics/settings");
-        let cases: Vec<(&str, Option<String>)> = vec![
-            ("missing", None),
-            ("wrong scheme", Some(format!("Basic {key}"))),
-            ("empty bearer", Some("Bearer ".into())),
-            ("unknown key", Some("Bearer wdn_notarealkeynotarealkeynotarealkeynotareal".into())),
-            ("overlong", Some(format!("Bearer {}", "a".repeat(500)))),
-        ];
-        for (case, header) in cases {
-            let mut request = app.client.get(&url);
-            if let Some(h) = header {
-                request = request.header("authorization", h);
-            }
-            let response = request.send().await.unwrap();
-            assert_eq!(response.headers().get("www-authenticate").map(|v| v.to_str().unwrap()), Some("Bearer"), "{case}");
-            let (status, body) = status_and_json(response).await;
-            assert_eq!(status, 401, "{case}");
-            assert_flat_error(&body, "UNAUTHORIZED");
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_keys_are_401_unauthorized(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = app.account_with_key("acme").await;
+    let url = app.url("/v1/diagnostics/settings");
+    let cases: Vec<(&str, Option<String>)> = vec![
+        ("missing", None),
+        ("wrong scheme", Some(format!("Basic {key}"))),
+        ("empty bearer", Some("Bearer ".into())),
+        (
+            "unknown key",
+            Some("Bearer wdn_notarealkeynotarealkeynotarealkeynotareal".into()),
+        ),
+        ("overlong", Some(format!("Bearer {}", "a".repeat(500)))),
+    ];
+    for (case, header) in cases {
+        let mut request = app.client.get(&url);
+        if let Some(h) = header {
+            request = request.header("authorization", h);
         }
-        let ok = app.client.get(&url).bearer_auth(&key).send().await.unwrap();
-        assert_eq!(ok.status(), 200);
-        let lower = app.client.get(&url).header("authorization", format!("bearer {key}")).send().await.unwrap();
-        assert_eq!(lower.status(), 200, "the scheme is case-insensitive");
+        let response = request.send().await.unwrap();
+        assert_eq!(
+            response
+                .headers()
+                .get("www-authenticate")
+                .map(|v| v.to_str().unwrap()),
+            Some("Bearer"),
+            "{case}"
+        );
+        let (status, body) = status_and_json(response).await;
+        assert_eq!(status, 401, "{case}");
+        assert_flat_error(&body, "UNAUTHORIZED");
     }
+    let ok = app.client.get(&url).bearer_auth(&key).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let lower = app
+        .client
+        .get(&url)
+        .header("authorization", format!("bearer {key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lower.status(), 200, "the scheme is case-insensitive");
+}
 
-    async fn a_revoked_key_is_refused(backend: Backend) {
-        let app = TestApp::spawn(backend).await;
-        let key = app.account_with_key("acme").await;
-        let second = app.issue_key("acme").await;
-        let url = app.url("/v1/diagnostics/settings");
-        assert_eq!(app.client.get(&url).bearer_auth(&key).send().await.unwrap().status(), 200);
-        let key_id = second["key_id"].as_str().unwrap().to_owned();
-        admin(&app.store, warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Revoke { key_id })).await;
-        let revoked = second["api_key"].as_str().unwrap();
-        assert_eq!(app.client.get(&url).bearer_auth(revoked).send().await.unwrap().status(), 401);
-        assert_eq!(app.client.get(&url).bearer_auth(&key).send().await.unwrap().status(), 200, "other keys keep working");
-    }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_key_is_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = app.account_with_key("acme").await;
+    let second = app.issue_key("acme").await;
+    assert_eq!(app.get_settings(&key).await.0, 200);
+    let key_id = second["key_id"].as_str().unwrap().to_owned();
+    admin(
+        &app.store,
+        warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Revoke { key_id }),
+    )
+    .await;
+    let revoked = second["api_key"].as_str().unwrap();
+    assert_eq!(app.get_settings(revoked).await.0, 401);
+    assert_eq!(
+        app.get_settings(&key).await.0,
+        200,
+        "other keys keep working"
+    );
+}
 
-    async fn a_key_of_another_environment_is_refused(backend: Backend) {
-        let app = TestApp::spawn(backend).await;
-        app.account_with_key("acme").await;
-        let staging = admin_in(
-            &app.store,
-            "staging",
-            warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Issue { account: "acme".into() }),
-        )
-        .await;
-        let response = app
-            .client
-            .get(app.url("/v1/agent-policy"))
-            .bearer_auth(staging["api_key"].as_str().unwrap())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 401);
-    }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_another_environment_is_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.account_with_key("acme").await;
+    let staging = admin_in(
+        &app.store,
+        "staging",
+        warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Issue {
+            account: "acme".into(),
+        }),
+    )
+    .await;
+    let (status, _) = app.get_policy(staging["api_key"].as_str().unwrap()).await;
+    assert_eq!(status, 401);
 }

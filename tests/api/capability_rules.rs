@@ -3,7 +3,7 @@
 //! guest plus the server's own checks, with the exact violations expected.
 //! The server runs as deployed (no loopback development switch).
 
-use crate::fixtures::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use serde_json::{Value, json};
 
@@ -628,28 +628,47 @@ fn cases() -> Vec<Case> {
     cases
 }
 
-both_backends! {
-    async fn every_rule_of_the_schema_language_and_the_definition(backend: Backend) {
-        let app = TestApp::spawn_strict(backend).await;
-        let key = account_ready(&app, "acme").await;
-        let cases = cases();
-        assert!(cases.len() >= 60, "the table covers at least 60 manifests ({})", cases.len());
-        let mut failures = Vec::new();
-        for (i, case) in cases.iter().enumerate() {
-            let mut definition = valid_definition(&format!("cap_rule_{i}"));
-            (case.mutate)(&mut definition);
-            let (status, body) = status_and_json(import(&app, &key, &new_key(), vec![definition]).await).await;
-            let expected: Vec<(String, String)> = case.expected.iter()
-                .map(|(p, r)| (format!("/capabilities/0{p}"), r.to_string())).collect();
-            let outcome = match status {
-                201 => vec![],
-                400 => violation_pairs(&body),
-                other => vec![("status".into(), other.to_string())],
-            };
-            if outcome != expected {
-                failures.push(format!("{}: expected {expected:?}, got {outcome:?} ({body})", case.name));
-            }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rule_of_the_schema_language_and_the_definition(backend: Backend) {
+    let app = TestApp::spawn_strict(backend).await;
+    let key = account_ready(&app, "acme").await;
+    let cases = cases();
+    assert!(
+        cases.len() >= 60,
+        "the table covers at least 60 manifests ({})",
+        cases.len()
+    );
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let mut definition = valid_definition(&format!("cap_rule_{i}"));
+        (case.mutate)(&mut definition);
+        let (status, body) = status_and_json(
+            app.import_capabilities(&key, &new_key(), vec![definition])
+                .await,
+        )
+        .await;
+        let expected: Vec<(String, String)> = case
+            .expected
+            .iter()
+            .map(|(p, r)| (format!("/capabilities/0{p}"), r.to_string()))
+            .collect();
+        let outcome = match status {
+            201 => vec![],
+            400 => violation_pairs(&body),
+            other => vec![("status".into(), other.to_string())],
+        };
+        if outcome != expected {
+            failures.push(format!(
+                "{}: expected {expected:?}, got {outcome:?} ({body})",
+                case.name
+            ));
         }
-        assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
     }
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -1,307 +1,480 @@
 //! Contract section 1, one test per runtime rule, with the built-in planner,
 //! through the real HTTP channel, against a real loopback host endpoint.
 
+use crate::helpers::shop::*;
 use crate::helpers::*;
-use crate::shop::*;
 use serde_json::{Value, json};
 
 const NOT_FOUND_TEXT: &str = "No hay una operación disponible para esta consulta.";
 
-both_backends! {
-    async fn rule_01_at_most_one_capability_call_per_turn(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        // The message speaks of an order's status and of a customer's orders.
-        let (status, body) = shop.say(None, "¿Dónde está mi pedido A-1001 y qué pedidos tiene el cliente customer: Ana Pérez?").await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(shop.calls().len(), 1, "exactly one host call: {:?}", shop.calls());
-        let stages: Vec<String> = trace(&body).into_iter().map(|e| e.0).collect();
-        assert_eq!(stages, ["selection", "execution", "response_generation"]);
-        let ordinals: Vec<i64> = body["capability_trace"]["events"].as_array().unwrap().iter().map(|e| e["ordinal"].as_i64().unwrap()).collect();
-        assert_eq!(ordinals, [1, 2, 3]);
-    }
-
-    async fn rule_02_a_missing_argument_is_asked_for_never_invented(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let (status, body) = shop.say(None, "¿Dónde está mi pedido?").await;
-        assert_eq!(status, 200, "{body}");
-        assert!(reply(&body).contains("el número de pedido"), "asks by the argument's description: {body}");
-        assert_eq!(shop.calls().len(), 0, "nothing called with an invented value");
-        assert_eq!(trace(&body).last().unwrap().2, "clarification");
-        // The answer completes the pending operation.
-        let (_, body) = shop.say(Some(&conversation(&body)), "Es el A-1001").await;
-        assert_eq!(shop.calls(), vec![("/orders/status".to_owned(), json!({"order": "A-1001"}))]);
-        assert!(reply(&body).contains("enviado"), "{body}");
-    }
-
-    async fn rule_03_history_is_reused_when_unambiguous_and_confirmed_when_not(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
-        let c = conversation(&body);
-        let (_, body) = shop.say(Some(&c), "¿Y cuál es el estado del envío?").await;
-        assert_eq!(shop.calls().len(), 2, "reused without asking: {body}");
-        assert_eq!(shop.calls()[1].1, json!({"order": "A-1001"}));
-        assert_eq!(body["benchmark_observation"], Value::Null, "only when asked for");
-
-        // A second order in the history makes the follow-up ambiguous.
-        shop.say(Some(&c), "¿Y el pedido A-2002?").await;
-        let (_, body) = shop.say(Some(&c), "¿Cuál es el estado del envío?").await;
-        assert_eq!(shop.calls().len(), 3, "asks before calling: {body}");
-        assert!(reply(&body).contains("A-2002") && reply(&body).contains("A-1001"), "{body}");
-        assert_eq!(trace(&body).last().unwrap().2, "confirmation");
-        let (_, body) = shop.say(Some(&c), "sí").await;
-        assert_eq!(shop.calls().len(), 4, "{body}");
-        assert_eq!(shop.calls()[3].1, json!({"order": "A-2002"}), "the proposed, most recent value");
-    }
-
-    async fn rule_04_a_name_like_reference_is_reused_ids_and_conflicts_are_not(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
-        let c = conversation(&body);
-        // "Ana Pérez" came back from order_status; customer_orders binds it.
-        let (_, body) = shop.say(Some(&c), "¿Qué pedidos tiene ese cliente?").await;
-        assert_eq!(shop.calls()[1], ("/customers/orders".to_owned(), json!({"customer": "Ana Pérez"})), "{body}");
-        assert_eq!(body["benchmark_observation"], Value::Null);
-        // Explicit conflicting context wins over the reference.
-        let (_, _) = shop.say(Some(&c), "¿Qué pedidos tiene el cliente customer: Luis Gómez?").await;
-        assert_eq!(shop.calls()[2].1, json!({"customer": "Luis Gómez"}));
-
-        // An ID-like value (C-77812) is never kept as a reference: asked for instead.
-        let (_, body) = shop.say(None, "¿Dónde está mi pedido A-2002?").await;
-        let c2 = conversation(&body);
-        let (_, body) = shop.say(Some(&c2), "¿Qué pedidos tiene ese cliente?").await;
-        assert_eq!(shop.calls().len(), 4, "not called with the ID: {body}");
-        assert!(reply(&body).contains("el nombre del cliente"), "{body}");
-        assert_eq!(shop.references(&c2).await, vec![], "the ID-like value is not kept as a reference");
-        let kept = shop.references(&c).await;
-        assert_eq!(kept.iter().map(|r| r.value.as_str()).collect::<Vec<_>>(), ["Ana Pérez"], "the name-like one is");
-    }
-
-    async fn rule_05_internal_identifiers_are_not_exposed(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
-        let text = reply(&body);
-        for id in shop.ids.values() {
-            assert!(!body.to_string().contains(id.as_str()), "capability id {id} leaked: {body}");
-        }
-        assert!(!text.contains("cap_") && !text.contains("revision") && !text.contains("conv_"), "{text}");
-        let events = &body["capability_trace"]["events"];
-        assert_eq!(events[0]["capability"], "order_status", "the trace names capabilities, not ids");
-    }
-
-    async fn rule_06_replies_are_grounded_and_nothing_is_invented(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
-        let text = reply(&body);
-        assert!(text.contains("enviado") && text.contains("Correos"), "{text}");
-        assert!(!text.contains(INTERNAL_FIELD_VALUE), "undeclared output was pruned: {text}");
-        // Empty result: a fixed text, no data.
-        let (_, body) = shop.say(None, "¿Dónde está mi pedido A-0404?").await;
-        assert_eq!(reply(&body), "No encontré información para esa consulta.");
-        assert_eq!(trace(&body)[1].2, "empty");
-        // Failure: a fixed text, no data, and an agent dead end is recorded.
-        let (status, body) = shop.say(None, "¿Dónde está mi pedido A-5000?").await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(reply(&body), "No pude obtener esa información en este momento. Inténtalo de nuevo más tarde.");
-        assert_eq!(trace(&body)[1].2, "http_status");
-        let (_, gaps) = status_and_json(shop.app.client.get(shop.app.url("/v1/diagnostics/capability-gaps")).bearer_auth(&shop.key).send().await.unwrap()).await;
-        assert_eq!(gaps["events"][0]["kind"], "agent_dead_end", "{gaps}");
-        assert_eq!(gaps["events"][0]["capability"], "order_status");
-    }
-
-    async fn rule_07_only_active_read_only_capabilities_are_called(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let id = &shop.ids["order_status"];
-        let response = shop.app.client.post(shop.app.url(&format!("/v1/capabilities/{id}/disable")))
-            .bearer_auth(&shop.key).header("if-match", "1").send().await.unwrap();
-        assert_eq!(response.status(), 200);
-        let (_, body) = shop.say(None, "¿Cuál es el estado del envío de mi pedido A-1001?").await;
-        assert!(shop.calls().iter().all(|(p, _)| p != "/orders/status"), "a disabled capability is never called: {body}");
-        // A mutation capability cannot even be published.
-        let mut mutation = order_status("https://api.shop.example");
-        mutation["name"] = json!("delete_order");
-        mutation["side_effect"] = json!("write");
-        let (status, _) = crate::fixtures::create(&shop.app, &shop.key, mutation).await;
-        assert_eq!(status, 400);
-    }
-
-    async fn rule_08_preparation_runs_only_after_an_operation_intent(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let (_, body) = shop.say(None, "La dirección de envío del pedido A-1001").await;
-        assert!(shop.calls().iter().all(|(p, _)| p != "/orders/prepare-address-change"), "{body}");
-        let (_, body) = shop.say(None, "Quiero cambiar la dirección de envío del pedido A-1001").await;
-        assert_eq!(shop.calls().last().unwrap().0, "/orders/prepare-address-change", "{body}");
-        assert_eq!(body["interaction"]["type"], "confirm_operation", "{body}");
-        assert_eq!(body["interaction"]["owner"], "host");
-        assert_eq!(body["interaction"]["operation"], "change_address");
-        assert!(body["interaction"]["interaction_id"].as_str().unwrap().starts_with("int_"));
-        assert_eq!(body["interaction"]["preview"]["title"], "Cambiar la dirección del pedido A-1001");
-    }
-
-    async fn rule_09_not_found_preparation_has_the_exact_text(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let (status, body) = shop.say(None, "Quiero cambiar la dirección de envío del pedido A-0404").await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(reply(&body), NOT_FOUND_TEXT);
-        assert!(body.get("interaction").is_none(), "nothing for the host to route: {body}");
-        assert_eq!(trace(&body).last().unwrap().2, "not_found");
-    }
-
-    async fn rule_10_opaque_references_reach_only_the_host_response(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let (_, body) = shop.say(None, "Quiero cambiar la dirección de envío del pedido A-1001").await;
-        assert_eq!(body["interaction"]["operation_ref"], OPERATION_REF, "the host gets its reference");
-        assert!(!reply(&body).contains(OPERATION_REF));
-        let c = conversation(&body);
-        let (_, later) = shop.say(Some(&c), "gracias").await;
-        assert!(!later.to_string().contains(OPERATION_REF), "not resent later: {later}");
-        // A selection: the option references go back with their options.
-        let (_, body) = shop.say(None, "Quiero cambiar la dirección de envío del pedido A-2002").await;
-        assert_eq!(body["interaction"]["type"], "selection", "{body}");
-        assert_eq!(body["interaction"]["selection_ref"], SELECTION_REF);
-        assert_eq!(body["interaction"]["options"][0], json!({"option_ref": OPTION_REF, "label": "Casa"}));
-        for secret in [OPERATION_REF, SELECTION_REF, OPTION_REF] {
-            assert!(!shop.app.db.contains(secret).await, "{secret} is not persisted");
-        }
-    }
-
-    async fn rule_11_and_12_images_are_never_stored_and_pending_operations_complete_or_cancel(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let image = png_with_marker();
-        let (status, body) = send_multipart(&shop, json!({"message": {"type": "text", "body": "Quiero cambiar la dirección de este pedido"}}), Some(("image/png", image.clone()))).await;
-        assert_eq!(status, 200, "{body}");
-        assert!(reply(&body).contains("el número de pedido"), "the image alone defines no field: {body}");
-        let c = conversation(&body);
-        // Answered in the same conversation, without re-uploading.
-        let (_, body) = shop.say(Some(&c), "A-1001").await;
-        assert_eq!(body["interaction"]["type"], "confirm_operation", "{body}");
-        assert!(!shop.app.db.contains_bytes(&image).await, "no image bytes stored");
-        assert!(!shop.app.db.contains_bytes(IMAGE_MARKER).await);
-
-        // `cancelar` discards a pending operation without calling the host.
-        let (_, body) = send_multipart(&shop, json!({"message": {"type": "text", "body": "Quiero cambiar la dirección de este pedido"}}), Some(("image/png", image))).await;
-        let c = conversation(&body);
-        let calls = shop.calls().len();
-        let (_, body) = shop.say(Some(&c), "cancelar").await;
-        assert_eq!(shop.calls().len(), calls, "no host call: {body}");
-        assert_eq!(trace(&body).last().unwrap().2, "cancelled");
-        let (_, body) = shop.say(Some(&c), "A-1001").await;
-        assert!(body.get("interaction").is_none(), "the discarded operation does not come back: {body}");
-        assert_eq!(shop.calls().len(), calls);
-    }
-
-    async fn rule_13_an_exclusion_clause_gets_the_safe_fallback_without_executor_io(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        for text in [
-            "¿Dónde está mi pedido A-1001? No uses ninguna herramienta.",
-            "Where is my order A-1001? Do not call any capability.",
-        ] {
-            let (status, body) = shop.say(None, text).await;
-            assert_eq!(status, 200, "{body}");
-            assert_eq!(trace(&body), vec![("response_generation".to_owned(), None, "capability_excluded".to_owned())]);
-            assert!(!reply(&body).contains("enviado"));
-        }
-        assert_eq!(shop.calls().len(), 0, "no executor I/O");
-    }
-
-    async fn policy_topics_and_out_of_scope_apply_and_gaps_are_recorded(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let policy = json!({"version": 1, "allowed_topics": [{"name": "pedidos", "description": "Pedidos, devoluciones y garantías"}],
-                            "out_of_scope_response": "Solo hablo de pedidos."});
-        let response = shop.app.client.put(shop.app.url("/v1/agent-policy")).bearer_auth(&shop.key).json(&policy).send().await.unwrap();
-        assert_eq!(response.status(), 201);
-        let (_, body) = shop.say(None, "¿Quién ganó el partido de fútbol?").await;
-        assert_eq!(reply(&body), "Solo hablo de pedidos.");
-        assert_eq!(trace(&body).last().unwrap().2, "out_of_scope");
-        // In scope, but no capability fits: a coverage gap, without text in `metadata` mode.
-        let (_, body) = shop.say(None, "¿Cómo funciona la garantía?").await;
-        assert_eq!(trace(&body).last().unwrap().2, "no_capability", "{body}");
-        let gaps = |shop: &Shop| {
-            let request = shop.app.client.get(shop.app.url("/v1/diagnostics/capability-gaps")).bearer_auth(&shop.key);
-            async move { status_and_json(request.send().await.unwrap()).await.1 }
-        };
-        let listed = gaps(&shop).await;
-        assert_eq!(listed["events"].as_array().unwrap().len(), 1, "{listed}");
-        assert_eq!(listed["events"][0]["kind"], "coverage_gap");
-        assert_eq!(listed["events"][0]["reason_code"], "no_matching_capability");
-        assert_eq!(listed["events"][0]["conversation_id"], body["conversation_id"]);
-        assert!(listed["events"][0].get("message_text").is_none(), "{listed}");
-        // In `text` mode the message text is recorded and shown.
-        let response = shop.app.client.put(shop.app.url("/v1/diagnostics/settings")).bearer_auth(&shop.key)
-            .json(&json!({"diagnostic_message_mode": "text"})).send().await.unwrap();
-        assert!(response.status().is_success());
-        shop.say(None, "¿Cómo funciona la garantía de devoluciones?").await;
-        let listed = gaps(&shop).await;
-        assert_eq!(listed["events"][0]["message_text"], "¿Cómo funciona la garantía de devoluciones?", "{listed}");
-        // Without a policy, platform defaults: no topic restriction.
-        shop.app.client.delete(shop.app.url("/v1/agent-policy")).bearer_auth(&shop.key).send().await.unwrap();
-        let (_, body) = shop.say(None, "¿Quién ganó el partido de fútbol?").await;
-        assert_eq!(trace(&body).last().unwrap().2, "no_capability", "{body}");
-    }
-
-    async fn the_trace_and_benchmark_observation_have_the_documented_shape(backend: Backend) {
-        let shop = Shop::open(backend).await;
-        let (_, body) = shop.send(json!({"message": {"type": "text", "body": "¿Dónde está mi pedido A-1001?"},
-                                         "metadata": {"benchmark_correlation_id": "bench-1"}})).await;
-        let t = &body["capability_trace"];
-        assert_eq!(t["version"], "v1");
-        assert!(t["run_id"].as_str().unwrap().starts_with("run_"));
-        assert_eq!(t["message_id"], body["message"]["id"]);
-        assert_eq!(t["events"][0], json!({"ordinal": 1, "stage": "selection", "status": "selected",
-            "capability": "order_status", "revision": 1, "reason_code": "matched"}));
-        assert_eq!(t["events"][1]["status"], "result_received");
-        assert_eq!(t["events"][2], json!({"ordinal": 3, "stage": "response_generation", "status": "response_generated", "reason_code": "grounded"}));
-        for field in ["preparation_ms", "selection_inference_ms", "selection_retry_delay_ms", "execution_ms",
-                      "grounded_inference_ms", "e2e_processing_ms", "selection_inference_attempts", "executor_attempts"] {
-            assert!(t["timing"][field].is_u64(), "{field}: {t}");
-        }
-        assert_eq!(t["timing"]["executor_attempts"], 1);
-        assert_eq!(body["benchmark_observation"], json!({"capability": "order_status", "argument_category": "known",
-            "fixture_result": "non_empty", "status": 200, "model": "warden-builtin", "correlation_id": "bench-1"}));
-        assert_eq!(body["message"]["role"], "assistant");
-        assert_eq!(body["message"]["type"], "text");
-    }
-}
-
-/// Bytes that would show if any part of the image were stored.
-pub const IMAGE_MARKER: &[u8] = b"WARDEN-IMAGE-MARKER-9b1e";
-
-/// A PNG signature followed by a marker chunk: recognised as PNG by its bytes.
-pub fn png_with_marker() -> Vec<u8> {
-    let mut bytes = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde".to_vec();
-    bytes.extend_from_slice(IMAGE_MARKER);
-    bytes.extend(std::iter::repeat_n(0xA5u8, 2048));
-    bytes
-}
-
-/// A multipart message: the `payload` part and an optional `image` part.
-pub async fn send_multipart(
-    shop: &Shop,
-    payload: Value,
-    image: Option<(&str, Vec<u8>)>,
-) -> (u16, Value) {
-    let mut form = reqwest::multipart::Form::new().part(
-        "payload",
-        reqwest::multipart::Part::text(payload.to_string())
-            .mime_str("application/json")
-            .unwrap(),
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_01_at_most_one_capability_call_per_turn(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    // The message speaks of an order's status and of a customer's orders.
+    let (status, body) = shop
+        .say(
+            None,
+            "¿Dónde está mi pedido A-1001 y qué pedidos tiene el cliente customer: Ana Pérez?",
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        shop.calls().len(),
+        1,
+        "exactly one host call: {:?}",
+        shop.calls()
     );
-    if let Some((mime, bytes)) = image {
-        form = form.part(
-            "image",
-            reqwest::multipart::Part::bytes(bytes)
-                .file_name("photo")
-                .mime_str(mime)
-                .unwrap(),
+    let stages: Vec<String> = trace(&body).into_iter().map(|e| e.0).collect();
+    assert_eq!(stages, ["selection", "execution", "response_generation"]);
+    let ordinals: Vec<i64> = body["capability_trace"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["ordinal"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ordinals, [1, 2, 3]);
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_02_a_missing_argument_is_asked_for_never_invented(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let (status, body) = shop.say(None, "¿Dónde está mi pedido?").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        reply(&body).contains("el número de pedido"),
+        "asks by the argument's description: {body}"
+    );
+    assert_eq!(
+        shop.calls().len(),
+        0,
+        "nothing called with an invented value"
+    );
+    assert_eq!(trace(&body).last().unwrap().2, "clarification");
+    // The answer completes the pending operation.
+    let (_, body) = shop.say(Some(&conversation(&body)), "Es el A-1001").await;
+    assert_eq!(
+        shop.calls(),
+        vec![("/orders/status".to_owned(), json!({"order": "A-1001"}))]
+    );
+    assert!(reply(&body).contains("enviado"), "{body}");
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_03_history_is_reused_when_unambiguous_and_confirmed_when_not(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
+    let c = conversation(&body);
+    let (_, body) = shop.say(Some(&c), "¿Y cuál es el estado del envío?").await;
+    assert_eq!(shop.calls().len(), 2, "reused without asking: {body}");
+    assert_eq!(shop.calls()[1].1, json!({"order": "A-1001"}));
+    assert_eq!(
+        body["benchmark_observation"],
+        Value::Null,
+        "only when asked for"
+    );
+
+    // A second order in the history makes the follow-up ambiguous.
+    shop.say(Some(&c), "¿Y el pedido A-2002?").await;
+    let (_, body) = shop.say(Some(&c), "¿Cuál es el estado del envío?").await;
+    assert_eq!(shop.calls().len(), 3, "asks before calling: {body}");
+    assert!(
+        reply(&body).contains("A-2002") && reply(&body).contains("A-1001"),
+        "{body}"
+    );
+    assert_eq!(trace(&body).last().unwrap().2, "confirmation");
+    let (_, body) = shop.say(Some(&c), "sí").await;
+    assert_eq!(shop.calls().len(), 4, "{body}");
+    assert_eq!(
+        shop.calls()[3].1,
+        json!({"order": "A-2002"}),
+        "the proposed, most recent value"
+    );
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_04_a_name_like_reference_is_reused_ids_and_conflicts_are_not(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
+    let c = conversation(&body);
+    // "Ana Pérez" came back from order_status; customer_orders binds it.
+    let (_, body) = shop.say(Some(&c), "¿Qué pedidos tiene ese cliente?").await;
+    assert_eq!(
+        shop.calls()[1],
+        (
+            "/customers/orders".to_owned(),
+            json!({"customer": "Ana Pérez"})
+        ),
+        "{body}"
+    );
+    assert_eq!(body["benchmark_observation"], Value::Null);
+    // Explicit conflicting context wins over the reference.
+    let (_, _) = shop
+        .say(
+            Some(&c),
+            "¿Qué pedidos tiene el cliente customer: Luis Gómez?",
+        )
+        .await;
+    assert_eq!(shop.calls()[2].1, json!({"customer": "Luis Gómez"}));
+
+    // An ID-like value (C-77812) is never kept as a reference: asked for instead.
+    let (_, body) = shop.say(None, "¿Dónde está mi pedido A-2002?").await;
+    let c2 = conversation(&body);
+    let (_, body) = shop.say(Some(&c2), "¿Qué pedidos tiene ese cliente?").await;
+    assert_eq!(shop.calls().len(), 4, "not called with the ID: {body}");
+    assert!(reply(&body).contains("el nombre del cliente"), "{body}");
+    assert_eq!(
+        shop.references(&c2).await,
+        vec![],
+        "the ID-like value is not kept as a reference"
+    );
+    let kept = shop.references(&c).await;
+    assert_eq!(
+        kept.iter().map(|r| r.value.as_str()).collect::<Vec<_>>(),
+        ["Ana Pérez"],
+        "the name-like one is"
+    );
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_05_internal_identifiers_are_not_exposed(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
+    let text = reply(&body);
+    for id in shop.ids.values() {
+        assert!(
+            !body.to_string().contains(id.as_str()),
+            "capability id {id} leaked: {body}"
         );
     }
-    let response = shop
+    assert!(
+        !text.contains("cap_") && !text.contains("revision") && !text.contains("conv_"),
+        "{text}"
+    );
+    let events = &body["capability_trace"]["events"];
+    assert_eq!(
+        events[0]["capability"], "order_status",
+        "the trace names capabilities, not ids"
+    );
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_06_replies_are_grounded_and_nothing_is_invented(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let (_, body) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
+    let text = reply(&body);
+    assert!(
+        text.contains("enviado") && text.contains("Correos"),
+        "{text}"
+    );
+    assert!(
+        !text.contains(INTERNAL_FIELD_VALUE),
+        "undeclared output was pruned: {text}"
+    );
+    // Empty result: a fixed text, no data.
+    let (_, body) = shop.say(None, "¿Dónde está mi pedido A-0404?").await;
+    assert_eq!(reply(&body), "No encontré información para esa consulta.");
+    assert_eq!(trace(&body)[1].2, "empty");
+    // Failure: a fixed text, no data, and an agent dead end is recorded.
+    let (status, body) = shop.say(None, "¿Dónde está mi pedido A-5000?").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        reply(&body),
+        "No pude obtener esa información en este momento. Inténtalo de nuevo más tarde."
+    );
+    assert_eq!(trace(&body)[1].2, "http_status");
+    let (_, gaps) = shop.app.get_capability_gaps(&shop.key, "").await;
+    assert_eq!(gaps["events"][0]["kind"], "agent_dead_end", "{gaps}");
+    assert_eq!(gaps["events"][0]["capability"], "order_status");
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_07_only_active_read_only_capabilities_are_called(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let id = &shop.ids["order_status"];
+    let (status, _) = shop.app.disable_capability(&shop.key, id, "1").await;
+    assert_eq!(status, 200);
+    let (_, body) = shop
+        .say(None, "¿Cuál es el estado del envío de mi pedido A-1001?")
+        .await;
+    assert!(
+        shop.calls().iter().all(|(p, _)| p != "/orders/status"),
+        "a disabled capability is never called: {body}"
+    );
+    // A mutation capability cannot even be published.
+    let mut mutation = order_status("https://api.shop.example");
+    mutation["name"] = json!("delete_order");
+    mutation["side_effect"] = json!("write");
+    let (status, _) = shop.app.create_capability(&shop.key, mutation).await;
+    assert_eq!(status, 400);
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_08_preparation_runs_only_after_an_operation_intent(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let (_, body) = shop
+        .say(None, "La dirección de envío del pedido A-1001")
+        .await;
+    assert!(
+        shop.calls()
+            .iter()
+            .all(|(p, _)| p != "/orders/prepare-address-change"),
+        "{body}"
+    );
+    let (_, body) = shop
+        .say(
+            None,
+            "Quiero cambiar la dirección de envío del pedido A-1001",
+        )
+        .await;
+    assert_eq!(
+        shop.calls().last().unwrap().0,
+        "/orders/prepare-address-change",
+        "{body}"
+    );
+    assert_eq!(body["interaction"]["type"], "confirm_operation", "{body}");
+    assert_eq!(body["interaction"]["owner"], "host");
+    assert_eq!(body["interaction"]["operation"], "change_address");
+    assert!(
+        body["interaction"]["interaction_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("int_")
+    );
+    assert_eq!(
+        body["interaction"]["preview"]["title"],
+        "Cambiar la dirección del pedido A-1001"
+    );
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_09_not_found_preparation_has_the_exact_text(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let (status, body) = shop
+        .say(
+            None,
+            "Quiero cambiar la dirección de envío del pedido A-0404",
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(reply(&body), NOT_FOUND_TEXT);
+    assert!(
+        body.get("interaction").is_none(),
+        "nothing for the host to route: {body}"
+    );
+    assert_eq!(trace(&body).last().unwrap().2, "not_found");
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_10_opaque_references_reach_only_the_host_response(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let (_, body) = shop
+        .say(
+            None,
+            "Quiero cambiar la dirección de envío del pedido A-1001",
+        )
+        .await;
+    assert_eq!(
+        body["interaction"]["operation_ref"], OPERATION_REF,
+        "the host gets its reference"
+    );
+    assert!(!reply(&body).contains(OPERATION_REF));
+    let c = conversation(&body);
+    let (_, later) = shop.say(Some(&c), "gracias").await;
+    assert!(
+        !later.to_string().contains(OPERATION_REF),
+        "not resent later: {later}"
+    );
+    // A selection: the option references go back with their options.
+    let (_, body) = shop
+        .say(
+            None,
+            "Quiero cambiar la dirección de envío del pedido A-2002",
+        )
+        .await;
+    assert_eq!(body["interaction"]["type"], "selection", "{body}");
+    assert_eq!(body["interaction"]["selection_ref"], SELECTION_REF);
+    assert_eq!(
+        body["interaction"]["options"][0],
+        json!({"option_ref": OPTION_REF, "label": "Casa"})
+    );
+    for secret in [OPERATION_REF, SELECTION_REF, OPTION_REF] {
+        assert!(
+            !shop.app.db.contains(secret).await,
+            "{secret} is not persisted"
+        );
+    }
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_11_and_12_images_are_never_stored_and_pending_operations_complete_or_cancel(
+    backend: Backend,
+) {
+    let shop = Shop::open(backend).await;
+    let image = png_with_marker();
+    let (status, body) = shop
+        .send_with_image(
+            "Quiero cambiar la dirección de este pedido",
+            "image/png",
+            image.clone(),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        reply(&body).contains("el número de pedido"),
+        "the image alone defines no field: {body}"
+    );
+    let c = conversation(&body);
+    // Answered in the same conversation, without re-uploading.
+    let (_, body) = shop.say(Some(&c), "A-1001").await;
+    assert_eq!(body["interaction"]["type"], "confirm_operation", "{body}");
+    assert!(
+        !shop.app.db.contains_bytes(&image).await,
+        "no image bytes stored"
+    );
+    assert!(!shop.app.db.contains_bytes(IMAGE_MARKER).await);
+
+    // `cancelar` discards a pending operation without calling the host.
+    let (_, body) = shop
+        .send_with_image(
+            "Quiero cambiar la dirección de este pedido",
+            "image/png",
+            image,
+        )
+        .await;
+    let c = conversation(&body);
+    let calls = shop.calls().len();
+    let (_, body) = shop.say(Some(&c), "cancelar").await;
+    assert_eq!(shop.calls().len(), calls, "no host call: {body}");
+    assert_eq!(trace(&body).last().unwrap().2, "cancelled");
+    let (_, body) = shop.say(Some(&c), "A-1001").await;
+    assert!(
+        body.get("interaction").is_none(),
+        "the discarded operation does not come back: {body}"
+    );
+    assert_eq!(shop.calls().len(), calls);
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_13_an_exclusion_clause_gets_the_safe_fallback_without_executor_io(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    for text in [
+        "¿Dónde está mi pedido A-1001? No uses ninguna herramienta.",
+        "Where is my order A-1001? Do not call any capability.",
+    ] {
+        let (status, body) = shop.say(None, text).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            trace(&body),
+            vec![(
+                "response_generation".to_owned(),
+                None,
+                "capability_excluded".to_owned()
+            )]
+        );
+        assert!(!reply(&body).contains("enviado"));
+    }
+    assert_eq!(shop.calls().len(), 0, "no executor I/O");
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_topics_and_out_of_scope_apply_and_gaps_are_recorded(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let policy = json!({"version": 1, "allowed_topics": [{"name": "pedidos", "description": "Pedidos, devoluciones y garantías"}],
+                            "out_of_scope_response": "Solo hablo de pedidos."});
+    let (status, _) = shop.app.put_policy(&shop.key, &policy).await;
+    assert_eq!(status, 201);
+    let (_, body) = shop.say(None, "¿Quién ganó el partido de fútbol?").await;
+    assert_eq!(reply(&body), "Solo hablo de pedidos.");
+    assert_eq!(trace(&body).last().unwrap().2, "out_of_scope");
+    // In scope, but no capability fits: a coverage gap, without text in `metadata` mode.
+    let (_, body) = shop.say(None, "¿Cómo funciona la garantía?").await;
+    assert_eq!(trace(&body).last().unwrap().2, "no_capability", "{body}");
+    let (_, listed) = shop.app.get_capability_gaps(&shop.key, "").await;
+    assert_eq!(listed["events"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed["events"][0]["kind"], "coverage_gap");
+    assert_eq!(listed["events"][0]["reason_code"], "no_matching_capability");
+    assert_eq!(
+        listed["events"][0]["conversation_id"],
+        body["conversation_id"]
+    );
+    assert!(
+        listed["events"][0].get("message_text").is_none(),
+        "{listed}"
+    );
+    // In `text` mode the message text is recorded and shown.
+    let (status, _) = shop
         .app
-        .client
-        .post(shop.app.url("/v1/channels/http/messages"))
-        .bearer_auth(&shop.key)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    status_and_json(response).await
+        .put_settings(&shop.key, &json!({"diagnostic_message_mode": "text"}))
+        .await;
+    assert!((200..300).contains(&status));
+    shop.say(None, "¿Cómo funciona la garantía de devoluciones?")
+        .await;
+    let (_, listed) = shop.app.get_capability_gaps(&shop.key, "").await;
+    assert_eq!(
+        listed["events"][0]["message_text"], "¿Cómo funciona la garantía de devoluciones?",
+        "{listed}"
+    );
+    // Without a policy, platform defaults: no topic restriction.
+    shop.app.delete_policy(&shop.key).await;
+    let (_, body) = shop.say(None, "¿Quién ganó el partido de fútbol?").await;
+    assert_eq!(trace(&body).last().unwrap().2, "no_capability", "{body}");
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trace_and_benchmark_observation_have_the_documented_shape(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let (_, body) = shop
+        .send(
+            json!({"message": {"type": "text", "body": "¿Dónde está mi pedido A-1001?"},
+                                         "metadata": {"benchmark_correlation_id": "bench-1"}}),
+        )
+        .await;
+    let t = &body["capability_trace"];
+    assert_eq!(t["version"], "v1");
+    assert!(t["run_id"].as_str().unwrap().starts_with("run_"));
+    assert_eq!(t["message_id"], body["message"]["id"]);
+    assert_eq!(
+        t["events"][0],
+        json!({"ordinal": 1, "stage": "selection", "status": "selected",
+            "capability": "order_status", "revision": 1, "reason_code": "matched"})
+    );
+    assert_eq!(t["events"][1]["status"], "result_received");
+    assert_eq!(
+        t["events"][2],
+        json!({"ordinal": 3, "stage": "response_generation", "status": "response_generated", "reason_code": "grounded"})
+    );
+    for field in [
+        "preparation_ms",
+        "selection_inference_ms",
+        "selection_retry_delay_ms",
+        "execution_ms",
+        "grounded_inference_ms",
+        "e2e_processing_ms",
+        "selection_inference_attempts",
+        "executor_attempts",
+    ] {
+        assert!(t["timing"][field].is_u64(), "{field}: {t}");
+    }
+    assert_eq!(t["timing"]["executor_attempts"], 1);
+    assert_eq!(
+        body["benchmark_observation"],
+        json!({"capability": "order_status", "argument_category": "known",
+            "fixture_result": "non_empty", "status": 200, "model": "warden-builtin", "correlation_id": "bench-1"})
+    );
+    assert_eq!(body["message"]["role"], "assistant");
+    assert_eq!(body["message"]["type"], "text");
 }

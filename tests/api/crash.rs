@@ -7,21 +7,33 @@ use std::time::Duration;
 
 const WRITERS: usize = 4;
 
-both_backends! {
-    async fn sigkill_during_writes_keeps_every_acknowledged_write(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        let mut keys = Vec::new();
-        for i in 0..WRITERS {
-            let out = warden_command(&db).args(["admin", "account", "create", &format!("a{i}")]).output().await.unwrap();
-            assert!(out.status.success());
-            let out = warden_command(&db).args(["admin", "key", "issue", &format!("a{i}")]).output().await.unwrap();
-            let issued: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            keys.push(issued["api_key"].as_str().unwrap().to_owned());
-        }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_writes_keeps_every_acknowledged_write(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let mut keys = Vec::new();
+    for i in 0..WRITERS {
+        let out = warden_command(&db)
+            .args(["admin", "account", "create", &format!("a{i}")])
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success());
+        let out = warden_command(&db)
+            .args(["admin", "key", "issue", &format!("a{i}")])
+            .output()
+            .await
+            .unwrap();
+        let issued: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        keys.push(issued["api_key"].as_str().unwrap().to_owned());
+    }
 
-        let mut server = ServerProcess::start(&db, &[]).await;
-        let client = reqwest::Client::new();
-        let writers: Vec<_> = keys.iter().cloned().map(|key| {
+    let mut server = ServerProcess::start(&db, &[]).await;
+    let client = reqwest::Client::new();
+    let writers: Vec<_> = keys
+        .iter()
+        .cloned()
+        .map(|key| {
             let client = client.clone();
             let url = format!("{}/v1/agent-policy", server.address);
             // Each writer PUTs "write i" in sequence and remembers the last acknowledged revision.
@@ -29,48 +41,91 @@ both_backends! {
                 let mut acked = 0i64;
                 for i in 0.. {
                     let body = json!({"version": 1, "instructions": format!("write {i}")});
-                    match client.put(&url).bearer_auth(&key).json(&body).timeout(Duration::from_secs(5)).send().await {
+                    match client
+                        .put(&url)
+                        .bearer_auth(&key)
+                        .json(&body)
+                        .timeout(Duration::from_secs(5))
+                        .send()
+                        .await
+                    {
                         Ok(r) if r.status().is_success() => {
-                            let revision = r.json::<serde_json::Value>().await.map(|b| b["revision"].as_i64().unwrap());
-                            match revision { Ok(rev) => acked = rev, Err(_) => break }
+                            let revision = r
+                                .json::<serde_json::Value>()
+                                .await
+                                .map(|b| b["revision"].as_i64().unwrap());
+                            match revision {
+                                Ok(rev) => acked = rev,
+                                Err(_) => break,
+                            }
                         }
                         _ => break,
                     }
                 }
                 acked
             })
-        }).collect();
+        })
+        .collect();
 
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        server.child.start_kill().unwrap(); // SIGKILL
-        server.child.wait().await.unwrap();
-        let mut acked = Vec::new();
-        for writer in writers {
-            acked.push(writer.await.unwrap());
-        }
-        eprintln!("acknowledged revisions before SIGKILL: {acked:?}");
-        assert!(acked.iter().all(|&a| a > 0), "every writer got some writes through: {acked:?}");
-
-        let server = ServerProcess::start(&db, &[]).await;
-        let health = client.get(format!("{}/health", server.address)).send().await.unwrap();
-        assert_eq!(health.status(), 200);
-        for (key, acked) in keys.iter().zip(acked) {
-            let body: serde_json::Value = client.get(format!("{}/v1/agent-policy", server.address))
-                .bearer_auth(key).send().await.unwrap().json().await.unwrap();
-            let revision = body["revision"].as_i64().unwrap();
-            // At most the one unacknowledged in-flight write may also have landed.
-            assert!(revision == acked || revision == acked + 1, "acked {acked}, stored {revision}");
-            assert_eq!(body["policy"]["instructions"], format!("write {}", revision - 1), "no torn write");
-        }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    server.child.start_kill().unwrap(); // SIGKILL
+    server.child.wait().await.unwrap();
+    let mut acked = Vec::new();
+    for writer in writers {
+        acked.push(writer.await.unwrap());
     }
+    eprintln!("acknowledged revisions before SIGKILL: {acked:?}");
+    assert!(
+        acked.iter().all(|&a| a > 0),
+        "every writer got some writes through: {acked:?}"
+    );
 
-    async fn sigterm_stops_the_server_cleanly(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        let mut server = ServerProcess::start(&db, &[]).await;
-        let pid = server.child.id().unwrap().to_string();
-        let status = tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
-        assert!(status.success());
-        let exit = tokio::time::timeout(Duration::from_secs(10), server.child.wait()).await.expect("exits within 10 s").unwrap();
-        assert!(exit.success(), "{exit:?}");
+    let server = ServerProcess::start(&db, &[]).await;
+    let health = client
+        .get(format!("{}/health", server.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    for (key, acked) in keys.iter().zip(acked) {
+        let body: serde_json::Value = client
+            .get(format!("{}/v1/agent-policy", server.address))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let revision = body["revision"].as_i64().unwrap();
+        // At most the one unacknowledged in-flight write may also have landed.
+        assert!(
+            revision == acked || revision == acked + 1,
+            "acked {acked}, stored {revision}"
+        );
+        assert_eq!(
+            body["policy"]["instructions"],
+            format!("write {}", revision - 1),
+            "no torn write"
+        );
     }
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_server_cleanly(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let mut server = ServerProcess::start(&db, &[]).await;
+    let pid = server.child.id().unwrap().to_string();
+    let status = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let exit = tokio::time::timeout(Duration::from_secs(10), server.child.wait())
+        .await
+        .expect("exits within 10 s")
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
 }

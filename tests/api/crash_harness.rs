@@ -28,10 +28,10 @@
 //! The seed of the random choices is printed first; `WARDEN_CRASH_SEED=N`
 //! replays them (the timing, and so the exact interleaving, still varies).
 
-use crate::endpoint::*;
-use crate::fixtures::{CREDENTIAL, new_key, valid_definition};
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::{CREDENTIAL, new_key, valid_definition};
+use crate::helpers::shop::{order_status, prepare_address_change};
 use crate::helpers::*;
-use crate::shop::{order_status, prepare_address_change};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -1330,8 +1330,16 @@ impl Harness {
             None => assert_eq!(code, 404, "{body}"),
         }
         if let Some(conversation) = conversation {
-            let response = self.client.post(url("/v1/channels/http/messages")).bearer_auth(&self.key)
-                .json(&json!({"conversation_id": conversation, "message": {"type": "text", "body": "gracias"}})).send().await.unwrap();
+            let message = json!({"conversation_id": conversation,
+                "message": {"type": "text", "body": "gracias"}});
+            let response = self
+                .client
+                .post(url("/v1/channels/http/messages"))
+                .bearer_auth(&self.key)
+                .json(&message)
+                .send()
+                .await
+                .unwrap();
             let (code, body) = status_and_json(response).await;
             assert_eq!(
                 code, 200,
@@ -1352,9 +1360,17 @@ impl Harness {
             "bystander policy: {}",
             response.status()
         );
-        let response = self.client.post(url("/v1/capabilities/import")).bearer_auth(&self.bystander_key)
+        let manifest = json!({"domain": "orders",
+            "capabilities": [valid_definition(&format!("bystander-{round}"))]});
+        let response = self
+            .client
+            .post(url("/v1/capabilities/import"))
+            .bearer_auth(&self.bystander_key)
             .header("idempotency-key", new_key())
-            .json(&json!({"domain": "orders", "capabilities": [valid_definition(&format!("bystander-{round}"))]})).send().await.unwrap();
+            .json(&manifest)
+            .send()
+            .await
+            .unwrap();
         let (code, body) = status_and_json(response).await;
         assert_eq!(code, 201, "bystander import: {body}");
     }
@@ -1384,32 +1400,51 @@ fn env_number(name: &str) -> Option<u64> {
     })
 }
 
-both_backends! {
-    async fn mixed_workload_survives_sigkill_at_random_points(backend: Backend) {
-        let rounds = env_number("WARDEN_CRASH_ROUNDS").map_or(DEFAULT_ROUNDS, |n| n as usize);
-        let seed = env_number("WARDEN_CRASH_SEED").unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-        });
-        eprintln!("crash harness {backend:?}: {rounds} kill points, WARDEN_CRASH_SEED={seed}");
-        let started = Instant::now();
-        let mut harness = Harness::new(backend, seed).await;
-        let mut server = start(&harness.db).await;
-        harness.set_up(&server).await;
-        for round in 1..=rounds {
-            harness.round(round, server).await;
-            server = start(&harness.db).await;
-            harness.check(round, &server).await;
-        }
-        let ledger = harness.ledger.lock().unwrap();
-        eprintln!(
-            "crash harness {backend:?}: {rounds} kill points survived in {:.1} s; acknowledged {:?}; \
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_workload_survives_sigkill_at_random_points(backend: Backend) {
+    let rounds = env_number("WARDEN_CRASH_ROUNDS").map_or(DEFAULT_ROUNDS, |n| n as usize);
+    let seed = env_number("WARDEN_CRASH_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    });
+    eprintln!("crash harness {backend:?}: {rounds} kill points, WARDEN_CRASH_SEED={seed}");
+    let started = Instant::now();
+    let mut harness = Harness::new(backend, seed).await;
+    let mut server = start(&harness.db).await;
+    harness.set_up(&server).await;
+    for round in 1..=rounds {
+        harness.round(round, server).await;
+        server = start(&harness.db).await;
+        harness.check(round, &server).await;
+    }
+    let ledger = harness.ledger.lock().unwrap();
+    eprintln!(
+        "crash harness {backend:?}: {rounds} kill points survived in {:.1} s; acknowledged {:?}; \
              unacknowledged writes found landed whole: {}; kill points the dead process's sessions outlived: {}",
-            started.elapsed().as_secs_f64(), ledger.acked, ledger.unacknowledged, harness.rounds_with_orphans
-        );
-        if rounds >= 10 {
-            for kind in ["import", "revise", "disabled", "enabled", "credential", "policy", "message", "operation_result"] {
-                assert!(ledger.acked.get(kind).is_some_and(|&n| n > 0), "no {kind} was acknowledged: {:?}", ledger.acked);
-            }
+        started.elapsed().as_secs_f64(),
+        ledger.acked,
+        ledger.unacknowledged,
+        harness.rounds_with_orphans
+    );
+    if rounds >= 10 {
+        for kind in [
+            "import",
+            "revise",
+            "disabled",
+            "enabled",
+            "credential",
+            "policy",
+            "message",
+            "operation_result",
+        ] {
+            assert!(
+                ledger.acked.get(kind).is_some_and(|&n| n > 0),
+                "no {kind} was acknowledged: {:?}",
+                ledger.acked
+            );
         }
     }
 }

@@ -4,166 +4,277 @@ use warden::crypto::master_key::{Keyring, MasterKey};
 use warden::domain::credential::{CredentialRef, CredentialSpec};
 use warden::vault;
 
-async fn put(app: &TestApp, key: &str, reference: &str, body: &Value) -> (u16, Value) {
-    let url = app.url(&format!("/v1/capability-credentials/{reference}"));
-    status_and_json(
-        app.client
-            .put(url)
-            .bearer_auth(key)
-            .json(body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-}
-
-async fn delete(app: &TestApp, key: &str, reference: &str) -> (u16, Value) {
-    let url = app.url(&format!("/v1/capability-credentials/{reference}"));
-    status_and_json(
-        app.client
-            .delete(url)
-            .bearer_auth(key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-}
-
 const SECRET_1: &str = "sk-live-FIRSTsecretVALUE-0123456789";
 const SECRET_2: &str = "sk-live-SECONDsecretVALUE-9876543210";
 
-both_backends! {
-    async fn credentials_are_stored_rotated_and_revoked(backend: Backend) {
-        let app = TestApp::spawn(backend).await;
-        let key = app.account_with_key("acme").await;
-        let account = app.store.find_account("acme").await.unwrap().unwrap();
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_stored_rotated_and_revoked(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = app.account_with_key("acme").await;
+    let account = app.store.find_account("acme").await.unwrap().unwrap();
 
-        let (status, body) = put(&app, &key, "cred_orders", &json!({"auth_type": "bearer", "secret": SECRET_1})).await;
-        assert_eq!((status, body), (201, json!({"credential_ref": "cred_orders", "status": "configured"})));
-        let opened = vault::open_credential(&app.store, &keyring(), &account, "cred_orders").await.unwrap().unwrap();
-        assert_eq!(opened.secret.as_str(), SECRET_1);
+    let (status, body) = app
+        .put_credential(
+            &key,
+            "cred_orders",
+            &json!({"auth_type": "bearer", "secret": SECRET_1}),
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (
+            201,
+            json!({"credential_ref": "cred_orders", "status": "configured"})
+        )
+    );
+    let opened = vault::open_credential(&app.store, &keyring(), &account, "cred_orders")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(opened.secret.as_str(), SECRET_1);
 
-        // Rotation: a second PUT replaces the secret.
-        let body = json!({"auth_type": "api_key", "header_name": "x-api-token", "secret": SECRET_2});
-        assert_eq!(put(&app, &key, "cred_orders", &body).await.0, 201);
-        let opened = vault::open_credential(&app.store, &keyring(), &account, "cred_orders").await.unwrap().unwrap();
-        assert_eq!(opened.secret.as_str(), SECRET_2);
-        assert_eq!(opened.header_name.as_deref(), Some("x-api-token"));
+    // Rotation: a second PUT replaces the secret.
+    let body = json!({"auth_type": "api_key", "header_name": "x-api-token", "secret": SECRET_2});
+    assert_eq!(app.put_credential(&key, "cred_orders", &body).await.0, 201);
+    let opened = vault::open_credential(&app.store, &keyring(), &account, "cred_orders")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(opened.secret.as_str(), SECRET_2);
+    assert_eq!(opened.header_name.as_deref(), Some("x-api-token"));
 
-        let (status, body) = delete(&app, &key, "cred_orders").await;
-        assert_eq!((status, body), (200, json!({"credential_ref": "cred_orders", "status": "revoked"})));
-        assert!(vault::open_credential(&app.store, &keyring(), &account, "cred_orders").await.unwrap().is_none(), "revoked is unusable");
-        assert!(!vault::is_configured(&app.store, &account, "cred_orders").await.unwrap());
+    let (status, body) = app.delete_credential(&key, "cred_orders").await;
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"credential_ref": "cred_orders", "status": "revoked"})
+        )
+    );
+    assert!(
+        vault::open_credential(&app.store, &keyring(), &account, "cred_orders")
+            .await
+            .unwrap()
+            .is_none(),
+        "revoked is unusable"
+    );
+    assert!(
+        !vault::is_configured(&app.store, &account, "cred_orders")
+            .await
+            .unwrap()
+    );
 
-        let (status, body) = delete(&app, &key, "cred_missing").await;
-        assert_eq!(status, 404);
-        assert_flat_error(&body, "NOT_FOUND");
+    let (status, body) = app.delete_credential(&key, "cred_missing").await;
+    assert_eq!(status, 404);
+    assert_flat_error(&body, "NOT_FOUND");
 
-        assert!(!app.db.contains(SECRET_1).await, "first secret stored in clear");
-        assert!(!app.db.contains(SECRET_2).await, "second secret stored in clear");
+    assert!(
+        !app.db.contains(SECRET_1).await,
+        "first secret stored in clear"
+    );
+    assert!(
+        !app.db.contains(SECRET_2).await,
+        "second secret stored in clear"
+    );
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credential_requests_are_validated(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = app.account_with_key("acme").await;
+    let good = json!({"auth_type": "bearer", "secret": "t0ken"});
+    for reference in [
+        "cred_ab",
+        "cred_a.b",
+        "orders",
+        &format!("cred_{}", "x".repeat(121)),
+    ] {
+        let (status, body) = app.put_credential(&key, reference, &good).await;
+        assert_eq!(status, 400, "{reference}");
+        assert_flat_error(&body, "BAD_REQUEST");
     }
-
-    async fn credential_requests_are_validated(backend: Backend) {
-        let app = TestApp::spawn(backend).await;
-        let key = app.account_with_key("acme").await;
-        let good = json!({"auth_type": "bearer", "secret": "t0ken"});
-        for reference in ["cred_ab", "cred_a.b", "orders", &format!("cred_{}", "x".repeat(121))] {
-            let (status, body) = put(&app, &key, reference, &good).await;
-            assert_eq!(status, 400, "{reference}");
-            assert_flat_error(&body, "BAD_REQUEST");
-        }
-        for body in [
-            json!({"auth_type": "none", "secret": "x"}),
-            json!({"auth_type": "bearer"}),
-            json!({"auth_type": "bearer", "secret": "x", "header_name": "x-api-key"}),
-            json!({"auth_type": "api_key", "secret": "x"}),
-            json!({"auth_type": "api_key", "secret": "x", "header_name": "authorization"}),
-            json!({"auth_type": "bearer", "secret": "x", "scope": "all"}),
-        ] {
-            let (status, response) = put(&app, &key, "cred_orders", &body).await;
-            assert_eq!(status, 400, "{body}");
-            assert_flat_error(&response, "BAD_REQUEST");
-        }
-        let huge = json!({"auth_type": "bearer", "secret": "a".repeat(4097)});
-        let (status, body) = put(&app, &key, "cred_orders", &huge).await;
-        assert_eq!(status, 413);
-        assert_flat_error(&body, "PAYLOAD_TOO_LARGE");
-        let account = app.store.find_account("acme").await.unwrap().unwrap();
-        assert!(!vault::is_configured(&app.store, &account, "cred_orders").await.unwrap(), "nothing stored");
-
-        let unauthenticated = app.client.put(app.url("/v1/capability-credentials/cred_orders")).json(&good).send().await.unwrap();
-        assert_eq!(unauthenticated.status(), 401);
+    for body in [
+        json!({"auth_type": "none", "secret": "x"}),
+        json!({"auth_type": "bearer"}),
+        json!({"auth_type": "bearer", "secret": "x", "header_name": "x-api-key"}),
+        json!({"auth_type": "api_key", "secret": "x"}),
+        json!({"auth_type": "api_key", "secret": "x", "header_name": "authorization"}),
+        json!({"auth_type": "bearer", "secret": "x", "scope": "all"}),
+    ] {
+        let (status, response) = app.put_credential(&key, "cred_orders", &body).await;
+        assert_eq!(status, 400, "{body}");
+        assert_flat_error(&response, "BAD_REQUEST");
     }
+    let huge = json!({"auth_type": "bearer", "secret": "a".repeat(4097)});
+    let (status, body) = app.put_credential(&key, "cred_orders", &huge).await;
+    assert_eq!(status, 413);
+    assert_flat_error(&body, "PAYLOAD_TOO_LARGE");
+    let account = app.store.find_account("acme").await.unwrap().unwrap();
+    assert!(
+        !vault::is_configured(&app.store, &account, "cred_orders")
+            .await
+            .unwrap(),
+        "nothing stored"
+    );
 
-    async fn credentials_belong_to_one_account(backend: Backend) {
-        let app = TestApp::spawn(backend).await;
-        let alice = app.account_with_key("alice").await;
-        let bob = app.account_with_key("bob").await;
-        assert_eq!(put(&app, &alice, "cred_shared", &json!({"auth_type": "bearer", "secret": SECRET_1})).await.0, 201);
-        assert_eq!(delete(&app, &bob, "cred_shared").await.0, 404, "bob cannot revoke alice's credential");
-        let bob_id = app.store.find_account("bob").await.unwrap().unwrap();
-        assert!(vault::open_credential(&app.store, &keyring(), &bob_id, "cred_shared").await.unwrap().is_none());
-        let alice_id = app.store.find_account("alice").await.unwrap().unwrap();
-        assert!(vault::is_configured(&app.store, &alice_id, "cred_shared").await.unwrap());
+    let unauthenticated = app
+        .client
+        .put(app.url("/v1/capability-credentials/cred_orders"))
+        .json(&good)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.status(), 401);
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_belong_to_one_account(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let alice = app.account_with_key("alice").await;
+    let bob = app.account_with_key("bob").await;
+    assert_eq!(
+        app.put_credential(
+            &alice,
+            "cred_shared",
+            &json!({"auth_type": "bearer", "secret": SECRET_1})
+        )
+        .await
+        .0,
+        201
+    );
+    assert_eq!(
+        app.delete_credential(&bob, "cred_shared").await.0,
+        404,
+        "bob cannot revoke alice's credential"
+    );
+    let bob_id = app.store.find_account("bob").await.unwrap().unwrap();
+    assert!(
+        vault::open_credential(&app.store, &keyring(), &bob_id, "cred_shared")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let alice_id = app.store.find_account("alice").await.unwrap().unwrap();
+    assert!(
+        vault::is_configured(&app.store, &alice_id, "cred_shared")
+            .await
+            .unwrap()
+    );
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn master_key_rotation_reseals_every_secret(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    let old = MasterKey::generate();
+    let new = MasterKey::generate();
+    let before = Keyring::new(old.clone(), vec![]);
+    for (i, secret) in [SECRET_1, SECRET_2].iter().enumerate() {
+        let spec =
+            CredentialSpec::from_json(&json!({"auth_type": "bearer", "secret": secret})).unwrap();
+        let reference = CredentialRef::parse(&format!("cred_n{i}x")).unwrap();
+        vault::store_credential(&store, &before, &account, &reference, &spec)
+            .await
+            .unwrap();
     }
+    let new_only = Keyring::new(new.clone(), vec![]);
+    assert!(
+        vault::open_credential(&store, &new_only, &account, "cred_n0x")
+            .await
+            .is_err(),
+        "new key alone cannot open old secrets"
+    );
 
-    async fn master_key_rotation_reseals_every_secret(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        let store = warden::store::Store::connect(&db.url).await.unwrap();
-        let account = store.create_account("acme").await.unwrap();
-        let old = MasterKey::generate();
-        let new = MasterKey::generate();
-        let before = Keyring::new(old.clone(), vec![]);
-        for (i, secret) in [SECRET_1, SECRET_2].iter().enumerate() {
-            let spec = CredentialSpec::from_json(&json!({"auth_type": "bearer", "secret": secret})).unwrap();
-            let reference = CredentialRef::parse(&format!("cred_n{i}x")).unwrap();
-            vault::store_credential(&store, &before, &account, &reference, &spec).await.unwrap();
-        }
-        let new_only = Keyring::new(new.clone(), vec![]);
-        assert!(vault::open_credential(&store, &new_only, &account, "cred_n0x").await.is_err(), "new key alone cannot open old secrets");
+    let during = Keyring::new(new.clone(), vec![old]);
+    let counts = vault::rotate_master_key(&store, &during).await.unwrap();
+    assert_eq!((counts.resealed, counts.already_current), (2, 0));
+    let again = vault::rotate_master_key(&store, &during).await.unwrap();
+    assert_eq!(
+        (again.resealed, again.already_current),
+        (0, 2),
+        "rotation is idempotent"
+    );
 
-        let during = Keyring::new(new.clone(), vec![old]);
-        let counts = vault::rotate_master_key(&store, &during).await.unwrap();
-        assert_eq!((counts.resealed, counts.already_current), (2, 0));
-        let again = vault::rotate_master_key(&store, &during).await.unwrap();
-        assert_eq!((again.resealed, again.already_current), (0, 2), "rotation is idempotent");
+    let opened = vault::open_credential(&store, &new_only, &account, "cred_n1x")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(opened.secret.as_str(), SECRET_2);
+    assert!(
+        vault::rotate_master_key(&store, &Keyring::new(MasterKey::generate(), vec![]))
+            .await
+            .is_err(),
+        "an unknown sealing key aborts the rotation"
+    );
+    assert!(
+        vault::open_credential(&store, &new_only, &account, "cred_n0x")
+            .await
+            .unwrap()
+            .is_some(),
+        "the aborted rotation changed nothing"
+    );
+    store.close().await;
+    assert!(!db.contains(SECRET_1).await);
+}
 
-        let opened = vault::open_credential(&store, &new_only, &account, "cred_n1x").await.unwrap().unwrap();
-        assert_eq!(opened.secret.as_str(), SECRET_2);
-        assert!(vault::rotate_master_key(&store, &Keyring::new(MasterKey::generate(), vec![])).await.is_err(),
-            "an unknown sealing key aborts the rotation");
-        assert!(vault::open_credential(&store, &new_only, &account, "cred_n0x").await.unwrap().is_some(), "the aborted rotation changed nothing");
-        store.close().await;
-        assert!(!db.contains(SECRET_1).await);
-    }
-
-    async fn secrets_never_reach_the_logs(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        for args in [["admin", "account", "create", "acme"], ["admin", "key", "issue", "acme"]] {
-            let out = warden_command(&db).args(args).output().await.unwrap();
-            assert!(out.status.success());
-            if args[1] == "key" {
-                let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
-                let server = ServerProcess::start(&db, &[("WARDEN_LOG", "debug")]).await;
-                let client = reqwest::Client::new();
-                let key = issued["api_key"].as_str().unwrap();
-                let url = format!("{}/v1/capability-credentials/cred_logs", server.address);
-                for secret in [SECRET_1, SECRET_2] {
-                    let r = client.put(&url).bearer_auth(key).json(&json!({"auth_type": "bearer", "secret": secret})).send().await.unwrap();
-                    assert_eq!(r.status(), 201);
-                }
-                let r = client.put(&url).bearer_auth(key).json(&json!({"auth_type": "basic", "secret": "not base64!"})).send().await.unwrap();
-                assert_eq!(r.status(), 400);
-                assert_eq!(client.delete(&url).bearer_auth(key).send().await.unwrap().status(), 200);
-                let logs = server.logs.lock().unwrap().join("\n");
-                assert!(logs.contains("credential configured"), "the log shows what happened");
-                for secret in [SECRET_1, SECRET_2, "not base64!", key] {
-                    assert!(!logs.contains(secret), "a secret reached the log");
-                }
-                assert!(!db.contains(SECRET_1).await && !db.contains(SECRET_2).await);
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_never_reach_the_logs(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    for args in [
+        ["admin", "account", "create", "acme"],
+        ["admin", "key", "issue", "acme"],
+    ] {
+        let out = warden_command(&db).args(args).output().await.unwrap();
+        assert!(out.status.success());
+        if args[1] == "key" {
+            let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let server = ServerProcess::start(&db, &[("WARDEN_LOG", "debug")]).await;
+            let client = reqwest::Client::new();
+            let key = issued["api_key"].as_str().unwrap();
+            let url = format!("{}/v1/capability-credentials/cred_logs", server.address);
+            for secret in [SECRET_1, SECRET_2] {
+                let r = client
+                    .put(&url)
+                    .bearer_auth(key)
+                    .json(&json!({"auth_type": "bearer", "secret": secret}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 201);
             }
+            let r = client
+                .put(&url)
+                .bearer_auth(key)
+                .json(&json!({"auth_type": "basic", "secret": "not base64!"}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 400);
+            assert_eq!(
+                client
+                    .delete(&url)
+                    .bearer_auth(key)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status(),
+                200
+            );
+            let logs = server.logs.lock().unwrap().join("\n");
+            assert!(
+                logs.contains("credential configured"),
+                "the log shows what happened"
+            );
+            for secret in [SECRET_1, SECRET_2, "not base64!", key] {
+                assert!(!logs.contains(secret), "a secret reached the log");
+            }
+            assert!(!db.contains(SECRET_1).await && !db.contains(SECRET_2).await);
         }
     }
 }

@@ -1,40 +1,43 @@
 use crate::helpers::*;
 use serde_json::json;
 
-both_backends! {
-    async fn settings_default_to_metadata_and_put_is_201_then_200(backend: Backend) {
-        let app = TestApp::spawn(backend).await;
-        let key = app.account_with_key("acme").await;
-        let url = app.url("/v1/diagnostics/settings");
-        let (status, body) = status_and_json(app.client.get(&url).bearer_auth(&key).send().await.unwrap()).await;
-        assert_eq!((status, body), (200, json!({"diagnostic_message_mode": "metadata"})));
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_default_to_metadata_and_put_is_201_then_200(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = app.account_with_key("acme").await;
+    let (status, body) = app.get_settings(&key).await;
+    assert_eq!(
+        (status, body),
+        (200, json!({"diagnostic_message_mode": "metadata"}))
+    );
 
-        for (mode, expected) in [("text", 201), ("disabled", 200), ("metadata", 200)] {
-            let body = json!({"diagnostic_message_mode": mode});
-            let (status, response) = status_and_json(app.client.put(&url).bearer_auth(&key).json(&body).send().await.unwrap()).await;
-            assert_eq!((status, response), (expected, body.clone()));
-            let (_, read) = status_and_json(app.client.get(&url).bearer_auth(&key).send().await.unwrap()).await;
-            assert_eq!(read, body);
-        }
+    for (mode, expected) in [("text", 201), ("disabled", 200), ("metadata", 200)] {
+        let body = json!({"diagnostic_message_mode": mode});
+        let (status, response) = app.put_settings(&key, &body).await;
+        assert_eq!((status, response), (expected, body.clone()));
+        let (_, read) = app.get_settings(&key).await;
+        assert_eq!(read, body);
     }
+}
 
-    async fn settings_accept_only_the_three_modes(backend: Backend) {
-        let app = TestApp::spawn(backend).await;
-        let key = app.account_with_key("acme").await;
-        let url = app.url("/v1/diagnostics/settings");
-        for body in [
-            json!({"diagnostic_message_mode": "verbose"}),
-            json!({"diagnostic_message_mode": "TEXT"}),
-            json!({"diagnostic_message_mode": 1}),
-            json!({}),
-            json!({"diagnostic_message_mode": "text", "extra": 1}),
-            json!("text"),
-        ] {
-            let (status, response) = status_and_json(app.client.put(&url).bearer_auth(&key).json(&body).send().await.unwrap()).await;
-            assert_eq!(status, 400, "{body}");
-            assert_flat_error(&response, "BAD_REQUEST");
-        }
-        let (_, read) = status_and_json(app.client.get(&url).bearer_auth(&key).send().await.unwrap()).await;
-        assert_eq!(read, json!({"diagnostic_message_mode": "metadata"}));
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_accept_only_the_three_modes(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = app.account_with_key("acme").await;
+    for body in [
+        json!({"diagnostic_message_mode": "verbose"}),
+        json!({"diagnostic_message_mode": "TEXT"}),
+        json!({"diagnostic_message_mode": 1}),
+        json!({}),
+        json!({"diagnostic_message_mode": "text", "extra": 1}),
+        json!("text"),
+    ] {
+        let (status, response) = app.put_settings(&key, &body).await;
+        assert_eq!(status, 400, "{body}");
+        assert_flat_error(&response, "BAD_REQUEST");
     }
+    let (_, read) = app.get_settings(&key).await;
+    assert_eq!(read, json!({"diagnostic_message_mode": "metadata"}));
 }

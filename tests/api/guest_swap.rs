@@ -1,7 +1,7 @@
 //! Platform engineers swap the policy guest by configuration, without
 //! rebuilding the server; a guest that does not fit is refused at start.
 
-use crate::fixtures::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use serde_json::json;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! Black-box tests: a real server on a real listener over a real database,
-//! each test run on SQLite and on PostgreSQL (see `helpers::both_backends!`).
+//! each test run on SQLite and on PostgreSQL (see `helpers::backends`).
 //! One binary, so everything links once.
 
 mod helpers;
@@ -16,11 +16,8 @@ mod crash;
 mod crash_harness;
 mod credentials;
 mod diagnostics;
-mod endpoint;
 mod errors;
 mod executor;
-mod fake_inference;
-mod fixtures;
 mod gaps;
 mod guest_swap;
 mod health;
@@ -31,7 +28,6 @@ mod planner_openai;
 mod policy;
 mod pruning;
 mod secret_sweep;
-mod shop;
 mod signing;
 mod slow_clients;
 mod ssrf;

@@ -10,7 +10,7 @@ use warden::agent::planner::{
 };
 use warden::channel::image::{ImageFormat, InboundImage};
 
-use crate::fake_inference::{FakeInference, FakeReply};
+use crate::helpers::fake_inference::{FakeInference, FakeReply};
 
 const OUT_OF_SCOPE: &str = "Solo puedo ayudarte con pedidos.";
 const INSTRUCTIONS: &str = "You are the order assistant of Acme.";

@@ -19,11 +19,10 @@
 //!   which may appear only in the `interaction` object of the response that
 //!   revealed them.
 
-use crate::conversation_rules::IMAGE_MARKER;
-use crate::endpoint::*;
-use crate::fixtures::{new_key, valid_definition};
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::{new_key, valid_definition};
+use crate::helpers::shop::{IMAGE_MARKER, order_status, prepare_address_change};
 use crate::helpers::*;
-use crate::shop::{order_status, prepare_address_change};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
@@ -244,9 +243,14 @@ impl Sweep {
     }
 
     async fn report(&mut self, conversation: &str, interaction: &str, key: &str) -> (u16, Value) {
-        let request = self.post(&format!("/v1/conversations/{conversation}/operation-results"))
+        let result = json!({"interaction_id": interaction, "operation": "change_address",
+            "status": "succeeded"});
+        let request = self
+            .post(&format!(
+                "/v1/conversations/{conversation}/operation-results"
+            ))
             .header("idempotency-key", key)
-            .json(&json!({"interaction_id": interaction, "operation": "change_address", "status": "succeeded"}));
+            .json(&result);
         self.call("operation result", request).await
     }
 
@@ -329,205 +333,449 @@ async fn sigterm(mut server: ServerProcess) {
     assert!(server.child.wait().await.unwrap().success());
 }
 
-both_backends! {
-    async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backend) {
-        let scratch = tempfile::tempdir().unwrap();
-        let mut sweep = Sweep {
-            db: TestDb::new(backend).await,
-            client: reqwest::Client::new(),
-            key: String::new(),
-            address: String::new(),
-            responses: Vec::new(),
-            references: Vec::new(),
-            admin_logs: Vec::new(),
-        };
-        let mut secrets = Vec::new();
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backend) {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut sweep = Sweep {
+        db: TestDb::new(backend).await,
+        client: reqwest::Client::new(),
+        key: String::new(),
+        address: String::new(),
+        responses: Vec::new(),
+        references: Vec::new(),
+        admin_logs: Vec::new(),
+    };
+    let mut secrets = Vec::new();
 
-        // API keys, issued by the admin CLI; one is revoked.
-        sweep.admin(&["admin", "account", "create", ACCOUNT], &[]).await;
-        sweep.admin(&["admin", "account", "create", "neighbour"], &[]).await;
-        sweep.key = sweep.admin(&["admin", "key", "issue", ACCOUNT], &[]).await["api_key"].as_str().unwrap().to_owned();
-        let neighbour = sweep.admin(&["admin", "key", "issue", "neighbour"], &[]).await["api_key"].as_str().unwrap().to_owned();
-        let revoked = sweep.admin(&["admin", "key", "issue", ACCOUNT], &[]).await;
-        sweep.admin(&["admin", "key", "revoke", revoked["key_id"].as_str().unwrap()], &[]).await;
-        let revoked = revoked["api_key"].as_str().unwrap().to_owned();
-        for key in [&sweep.key, &neighbour, &revoked] {
-            secrets.push(Secret::text("API key", key));
-        }
+    // API keys, issued by the admin CLI; one is revoked.
+    sweep
+        .admin(&["admin", "account", "create", ACCOUNT], &[])
+        .await;
+    sweep
+        .admin(&["admin", "account", "create", "neighbour"], &[])
+        .await;
+    sweep.key = sweep.admin(&["admin", "key", "issue", ACCOUNT], &[]).await["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let neighbour = sweep
+        .admin(&["admin", "key", "issue", "neighbour"], &[])
+        .await["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let revoked = sweep.admin(&["admin", "key", "issue", ACCOUNT], &[]).await;
+    sweep
+        .admin(
+            &[
+                "admin",
+                "key",
+                "revoke",
+                revoked["key_id"].as_str().unwrap(),
+            ],
+            &[],
+        )
+        .await;
+    let revoked = revoked["api_key"].as_str().unwrap().to_owned();
+    for key in [&sweep.key, &neighbour, &revoked] {
+        secrets.push(Secret::text("API key", key));
+    }
 
-        let server = sweep.start(&[]).await;
-        let mut logs = vec![server.logs.clone()];
+    let server = sweep.start(&[]).await;
+    let mut logs = vec![server.logs.clone()];
 
-        // Credentials of each auth type; one rotated, one revoked.
-        let bearer = unique("bearer-token-");
-        let api_key = unique("api-key-");
-        let basic_plain = format!("sweep-user:{}", unique("pass-"));
-        let basic = STANDARD.encode(&basic_plain);
-        let (rotated_old, rotated_new) = (unique("rotated-old-"), unique("rotated-new-"));
-        let revoked_secret = unique("revoked-");
-        sweep.put_credential("cred_bearer", json!({"auth_type": "bearer", "secret": bearer})).await;
-        sweep.put_credential("cred_apikey", json!({"auth_type": "api_key", "header_name": "x-api-token", "secret": api_key})).await;
-        sweep.put_credential("cred_basic", json!({"auth_type": "basic", "secret": basic})).await;
-        sweep.put_credential("cred_rotated", json!({"auth_type": "bearer", "secret": rotated_old})).await;
-        sweep.put_credential("cred_rotated", json!({"auth_type": "bearer", "secret": rotated_new})).await;
-        sweep.put_credential("cred_revoked", json!({"auth_type": "api_key", "header_name": "x-api-key", "secret": revoked_secret})).await;
-        let request = sweep.client.delete(sweep.url("/v1/capability-credentials/cred_revoked")).bearer_auth(&sweep.key);
-        assert_eq!(sweep.call("DELETE cred_revoked", request).await.0, 200);
-        for (kind, value) in [("bearer credential", &bearer), ("api_key credential", &api_key), ("basic credential", &basic),
-                              ("basic credential, decoded", &basic_plain), ("rotated-out credential", &rotated_old),
-                              ("rotated-in credential", &rotated_new), ("revoked credential", &revoked_secret)] {
-            secrets.push(Secret::text(kind, value));
-        }
+    // Credentials of each auth type; one rotated, one revoked.
+    let bearer = unique("bearer-token-");
+    let api_key = unique("api-key-");
+    let basic_plain = format!("sweep-user:{}", unique("pass-"));
+    let basic = STANDARD.encode(&basic_plain);
+    let (rotated_old, rotated_new) = (unique("rotated-old-"), unique("rotated-new-"));
+    let revoked_secret = unique("revoked-");
+    sweep
+        .put_credential(
+            "cred_bearer",
+            json!({"auth_type": "bearer", "secret": bearer}),
+        )
+        .await;
+    sweep
+        .put_credential(
+            "cred_apikey",
+            json!({"auth_type": "api_key", "header_name": "x-api-token", "secret": api_key}),
+        )
+        .await;
+    sweep
+        .put_credential("cred_basic", json!({"auth_type": "basic", "secret": basic}))
+        .await;
+    sweep
+        .put_credential(
+            "cred_rotated",
+            json!({"auth_type": "bearer", "secret": rotated_old}),
+        )
+        .await;
+    sweep
+        .put_credential(
+            "cred_rotated",
+            json!({"auth_type": "bearer", "secret": rotated_new}),
+        )
+        .await;
+    sweep
+        .put_credential(
+            "cred_revoked",
+            json!({"auth_type": "api_key", "header_name": "x-api-key", "secret": revoked_secret}),
+        )
+        .await;
+    let request = sweep
+        .client
+        .delete(sweep.url("/v1/capability-credentials/cred_revoked"))
+        .bearer_auth(&sweep.key);
+    assert_eq!(sweep.call("DELETE cred_revoked", request).await.0, 200);
+    for (kind, value) in [
+        ("bearer credential", &bearer),
+        ("api_key credential", &api_key),
+        ("basic credential", &basic),
+        ("basic credential, decoded", &basic_plain),
+        ("rotated-out credential", &rotated_old),
+        ("rotated-in credential", &rotated_new),
+        ("revoked credential", &revoked_secret),
+    ] {
+        secrets.push(Secret::text(kind, value));
+    }
 
-        // Capabilities on the example endpoint (bearer) and on a recording one (api_key, basic).
-        let example = example_endpoint(&bearer, &server.address).await;
-        let fake = fake_endpoint().await;
-        let mut prepare_return = with_auth(prepare_address_change(&fake.base), "prepare_return", "api_key", "cred_apikey");
-        prepare_return["url"] = json!(format!("{}/returns/prepare", fake.base));
-        prepare_return["description"] = json!("Prepara la devolución de un pedido");
-        prepare_return["when_to_use"] = json!("Cuando el usuario quiere devolver un pedido");
-        let mut basic_lookup = with_auth(valid_definition("basic_lookup"), "basic_lookup", "basic", "cred_basic");
-        basic_lookup["url"] = json!(format!("{}/basic/lookup", fake.base));
-        let mut rotated_lookup = with_auth(valid_definition("rotated_lookup"), "rotated_lookup", "bearer", "cred_rotated");
-        rotated_lookup["url"] = json!(format!("{}/rotated/lookup", fake.base));
-        let manifest = json!({"domain": "orders", "capabilities": [
+    // Capabilities on the example endpoint (bearer) and on a recording one (api_key, basic).
+    let example = example_endpoint(&bearer, &server.address).await;
+    let fake = fake_endpoint().await;
+    let mut prepare_return = with_auth(
+        prepare_address_change(&fake.base),
+        "prepare_return",
+        "api_key",
+        "cred_apikey",
+    );
+    prepare_return["url"] = json!(format!("{}/returns/prepare", fake.base));
+    prepare_return["description"] = json!("Prepara la devolución de un pedido");
+    prepare_return["when_to_use"] = json!("Cuando el usuario quiere devolver un pedido");
+    let mut basic_lookup = with_auth(
+        valid_definition("basic_lookup"),
+        "basic_lookup",
+        "basic",
+        "cred_basic",
+    );
+    basic_lookup["url"] = json!(format!("{}/basic/lookup", fake.base));
+    let mut rotated_lookup = with_auth(
+        valid_definition("rotated_lookup"),
+        "rotated_lookup",
+        "bearer",
+        "cred_rotated",
+    );
+    rotated_lookup["url"] = json!(format!("{}/rotated/lookup", fake.base));
+    let manifest = json!({"domain": "orders", "capabilities": [
             with_auth(order_status(&example), "order_status", "bearer", "cred_bearer"),
             with_auth(prepare_address_change(&example), "prepare_address_change", "bearer", "cred_bearer"),
             prepare_return, basic_lookup, rotated_lookup]});
-        let import_key = new_key();
-        let (status, imported) = sweep.call("import", sweep.post("/v1/capabilities/import").header("idempotency-key", &import_key).json(&manifest)).await;
-        assert_eq!(status, 201, "{imported}");
-        let (status, _) = sweep.call("import replay", sweep.post("/v1/capabilities/import").header("idempotency-key", &import_key).json(&manifest)).await;
-        assert_eq!(status, 201);
-        let ids: Vec<String> = imported["capabilities"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect();
+    let import_key = new_key();
+    let (status, imported) = sweep
+        .call(
+            "import",
+            sweep
+                .post("/v1/capabilities/import")
+                .header("idempotency-key", &import_key)
+                .json(&manifest),
+        )
+        .await;
+    assert_eq!(status, 201, "{imported}");
+    let (status, _) = sweep
+        .call(
+            "import replay",
+            sweep
+                .post("/v1/capabilities/import")
+                .header("idempotency-key", &import_key)
+                .json(&manifest),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let ids: Vec<String> = imported["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
 
-        // Every credential is sent to an endpoint.
-        let order = json!({"order": "A-1001"});
-        sweep.test_capability(&ids[0], order.clone()).await;
-        sweep.test_capability(&ids[1], order.clone()).await;
-        sweep.test_capability(&ids[2], json!({"order": "A-2002"})).await;
-        sweep.test_capability(&ids[3], order.clone()).await;
-        sweep.test_capability(&ids[4], order.clone()).await;
+    // Every credential is sent to an endpoint.
+    let order = json!({"order": "A-1001"});
+    sweep.test_capability(&ids[0], order.clone()).await;
+    sweep.test_capability(&ids[1], order.clone()).await;
+    sweep
+        .test_capability(&ids[2], json!({"order": "A-2002"}))
+        .await;
+    sweep.test_capability(&ids[3], order.clone()).await;
+    sweep.test_capability(&ids[4], order.clone()).await;
 
-        // Turns: a lookup, an address change with an image, its result, a follow-up.
-        sweep.say(None, "¿Dónde está mi pedido A-1001?").await;
-        let mut image = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde".to_vec();
-        image.extend_from_slice(IMAGE_MARKER);
-        let distinctive: Vec<u8> = (0..64u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-        image.extend_from_slice(&distinctive);
-        image.extend(std::iter::repeat_n(0x5Au8, 1024));
-        secrets.push(Secret::text("image marker", std::str::from_utf8(IMAGE_MARKER).unwrap()));
-        secrets.push(Secret::bytes("image bytes", &distinctive));
-        secrets.push(Secret::text("whole image, base64", &STANDARD.encode(&image)));
-        let turn = sweep.say_with_image("Quiero cambiar la dirección de envío del pedido A-1001", image).await;
-        let conversation = turn["conversation_id"].as_str().unwrap().to_owned();
-        let interaction = turn["interaction"]["interaction_id"].as_str().unwrap_or_else(|| panic!("no interaction: {turn}")).to_owned();
-        let result_key = new_key();
-        assert_eq!(sweep.report(&conversation, &interaction, &result_key).await.0, 200);
-        assert_eq!(sweep.report(&conversation, &interaction, &result_key).await.0, 200, "replay");
-        sweep.say(Some(&conversation), "gracias").await;
-        let turn = sweep.say(None, "Quiero devolver el pedido A-2002").await;
-        assert_eq!(turn["interaction"]["type"], "selection", "{turn}");
-        let request = sweep.client.put(sweep.url("/v1/agent-policy")).bearer_auth(&sweep.key)
-            .json(&json!({"version": 1, "instructions": "Responde en español."}));
-        assert_eq!(sweep.call("PUT policy", request).await.0, 201);
-        for path in ["/v1/capabilities", &format!("/v1/capabilities/{}", ids[1]), "/v1/agent-policy",
-                     "/v1/diagnostics/capability-gaps", "/.well-known/service/capability-context/v1/jwks.json"] {
-            let request = sweep.client.get(sweep.url(path)).bearer_auth(&sweep.key);
-            assert_eq!(sweep.call(&format!("GET {path}"), request).await.0, 200, "{path}");
-        }
-        let request = sweep.client.get(sweep.url("/v1/capabilities")).bearer_auth(&neighbour);
-        assert_eq!(sweep.call("GET /v1/capabilities (neighbour)", request).await.0, 200);
-        let request = sweep.client.get(sweep.url("/v1/capabilities")).bearer_auth(&revoked);
-        assert_eq!(sweep.call("GET /v1/capabilities (revoked key)", request).await.0, 401);
+    // Turns: a lookup, an address change with an image, its result, a follow-up.
+    sweep.say(None, "¿Dónde está mi pedido A-1001?").await;
+    let mut image = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde".to_vec();
+    image.extend_from_slice(IMAGE_MARKER);
+    let distinctive: Vec<u8> = (0..64u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    image.extend_from_slice(&distinctive);
+    image.extend(std::iter::repeat_n(0x5Au8, 1024));
+    secrets.push(Secret::text(
+        "image marker",
+        std::str::from_utf8(IMAGE_MARKER).unwrap(),
+    ));
+    secrets.push(Secret::bytes("image bytes", &distinctive));
+    secrets.push(Secret::text(
+        "whole image, base64",
+        &STANDARD.encode(&image),
+    ));
+    let turn = sweep
+        .say_with_image(
+            "Quiero cambiar la dirección de envío del pedido A-1001",
+            image,
+        )
+        .await;
+    let conversation = turn["conversation_id"].as_str().unwrap().to_owned();
+    let interaction = turn["interaction"]["interaction_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no interaction: {turn}"))
+        .to_owned();
+    let result_key = new_key();
+    assert_eq!(
+        sweep
+            .report(&conversation, &interaction, &result_key)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        sweep
+            .report(&conversation, &interaction, &result_key)
+            .await
+            .0,
+        200,
+        "replay"
+    );
+    sweep.say(Some(&conversation), "gracias").await;
+    let turn = sweep.say(None, "Quiero devolver el pedido A-2002").await;
+    assert_eq!(turn["interaction"]["type"], "selection", "{turn}");
+    let request = sweep
+        .client
+        .put(sweep.url("/v1/agent-policy"))
+        .bearer_auth(&sweep.key)
+        .json(&json!({"version": 1, "instructions": "Responde en español."}));
+    assert_eq!(sweep.call("PUT policy", request).await.0, 201);
+    for path in [
+        "/v1/capabilities",
+        &format!("/v1/capabilities/{}", ids[1]),
+        "/v1/agent-policy",
+        "/v1/diagnostics/capability-gaps",
+        "/.well-known/service/capability-context/v1/jwks.json",
+    ] {
+        let request = sweep.client.get(sweep.url(path)).bearer_auth(&sweep.key);
+        assert_eq!(
+            sweep.call(&format!("GET {path}"), request).await.0,
+            200,
+            "{path}"
+        );
+    }
+    let request = sweep
+        .client
+        .get(sweep.url("/v1/capabilities"))
+        .bearer_auth(&neighbour);
+    assert_eq!(
+        sweep
+            .call("GET /v1/capabilities (neighbour)", request)
+            .await
+            .0,
+        200
+    );
+    let request = sweep
+        .client
+        .get(sweep.url("/v1/capabilities"))
+        .bearer_auth(&revoked);
+    assert_eq!(
+        sweep
+            .call("GET /v1/capabilities (revoked key)", request)
+            .await
+            .0,
+        401
+    );
 
-        // A signing-key rotation; the example endpoint meets the new kid and refetches.
-        sweep.admin(&["admin", "signing-key", "rotate", "--activate-in-secs", "0"], &[("WARDEN_MASTER_KEY", MASTER_KEY)]).await;
-        tokio::time::sleep(warden::signing::KEY_RECHECK + std::time::Duration::from_millis(200)).await;
-        sweep.test_capability(&ids[0], order.clone()).await;
-        let turn = sweep.say(None, "Quiero cambiar la dirección de envío del pedido A-1001").await;
-        assert!(turn["interaction"]["operation_ref"].is_string(), "{turn}");
-        sigterm(server).await;
+    // A signing-key rotation; the example endpoint meets the new kid and refetches.
+    sweep
+        .admin(
+            &["admin", "signing-key", "rotate", "--activate-in-secs", "0"],
+            &[("WARDEN_MASTER_KEY", MASTER_KEY)],
+        )
+        .await;
+    tokio::time::sleep(warden::signing::KEY_RECHECK + std::time::Duration::from_millis(200)).await;
+    sweep.test_capability(&ids[0], order.clone()).await;
+    let turn = sweep
+        .say(
+            None,
+            "Quiero cambiar la dirección de envío del pedido A-1001",
+        )
+        .await;
+    assert!(turn["interaction"]["operation_ref"].is_string(), "{turn}");
+    sigterm(server).await;
 
-        // A master-key rotation, then the resealed credentials in use under the new key.
-        let old_key_file = scratch.path().join("previous.key");
-        std::fs::write(&old_key_file, MASTER_KEY).unwrap();
-        let previous = old_key_file.to_str().unwrap();
-        let rotation = [("WARDEN_MASTER_KEY", NEXT_MASTER_KEY), ("WARDEN_MASTER_KEY_PREVIOUS_FILE", previous)];
-        sweep.admin(&["admin", "master-key", "rotate"], &rotation).await;
-        let server = sweep.start(&rotation).await;
-        logs.push(server.logs.clone());
-        for id in &ids[2..] {
-            sweep.test_capability(id, json!({"order": "A-2002"})).await;
-        }
-        sweep.test_capability(&ids[1], order.clone()).await;
-        let turn = sweep.say(None, "Quiero cambiar la dirección de envío del pedido A-1001").await;
-        assert!(turn["interaction"]["operation_ref"].is_string(), "{turn}");
-        sigterm(server).await;
-        for key in [MASTER_KEY, NEXT_MASTER_KEY] {
-            secrets.push(Secret::text("master key (base64)", key));
-            secrets.push(Secret::bytes("master key", MasterKey::from_base64(key).unwrap().bytes()));
-        }
+    // A master-key rotation, then the resealed credentials in use under the new key.
+    let old_key_file = scratch.path().join("previous.key");
+    std::fs::write(&old_key_file, MASTER_KEY).unwrap();
+    let previous = old_key_file.to_str().unwrap();
+    let rotation = [
+        ("WARDEN_MASTER_KEY", NEXT_MASTER_KEY),
+        ("WARDEN_MASTER_KEY_PREVIOUS_FILE", previous),
+    ];
+    sweep
+        .admin(&["admin", "master-key", "rotate"], &rotation)
+        .await;
+    let server = sweep.start(&rotation).await;
+    logs.push(server.logs.clone());
+    for id in &ids[2..] {
+        sweep.test_capability(id, json!({"order": "A-2002"})).await;
+    }
+    sweep.test_capability(&ids[1], order.clone()).await;
+    let turn = sweep
+        .say(
+            None,
+            "Quiero cambiar la dirección de envío del pedido A-1001",
+        )
+        .await;
+    assert!(turn["interaction"]["operation_ref"].is_string(), "{turn}");
+    sigterm(server).await;
+    for key in [MASTER_KEY, NEXT_MASTER_KEY] {
+        secrets.push(Secret::text("master key (base64)", key));
+        secrets.push(Secret::bytes(
+            "master key",
+            MasterKey::from_base64(key).unwrap().bytes(),
+        ));
+    }
 
-        // The signing keys' private halves, opened here with both master keys.
-        let store = warden::store::Store::connect(&sweep.db.url).await.unwrap();
-        let keyring = Keyring::new(MasterKey::from_base64(NEXT_MASTER_KEY).unwrap(), vec![MasterKey::from_base64(MASTER_KEY).unwrap()]);
-        let rows = store.published_signing_keys(0).await.unwrap();
-        assert_eq!(rows.len(), 2, "the first key and the rotated-in one");
-        for row in &rows {
-            let private = warden::signing::keys::open_private(&keyring, row).unwrap();
-            secrets.push(Secret::bytes("signing private key", private.as_bytes()));
-            secrets.push(Secret::bytes("signing keypair", &private.to_keypair_bytes()));
-        }
-        store.close().await;
+    // The signing keys' private halves, opened here with both master keys.
+    let store = warden::store::Store::connect(&sweep.db.url).await.unwrap();
+    let keyring = Keyring::new(
+        MasterKey::from_base64(NEXT_MASTER_KEY).unwrap(),
+        vec![MasterKey::from_base64(MASTER_KEY).unwrap()],
+    );
+    let rows = store.published_signing_keys(0).await.unwrap();
+    assert_eq!(rows.len(), 2, "the first key and the rotated-in one");
+    for row in &rows {
+        let private = warden::signing::keys::open_private(&keyring, row).unwrap();
+        secrets.push(Secret::bytes("signing private key", private.as_bytes()));
+        secrets.push(Secret::bytes(
+            "signing keypair",
+            &private.to_keypair_bytes(),
+        ));
+    }
+    store.close().await;
 
-        // The endpoints did get every credential, so their absence elsewhere means something.
-        let seen: Vec<String> = fake.received.lock().unwrap().iter()
-            .flat_map(|r| ["authorization", "x-api-token"].map(|h| r.headers.get(h).map(|v| v.to_str().unwrap().to_owned())))
-            .flatten().collect();
-        for expected in [format!("Basic {basic}"), format!("Bearer {rotated_new}"), api_key.clone()] {
-            assert!(seen.contains(&expected), "the endpoint never got {expected}");
-        }
-        let revealed = |prefix: &str| sweep.references.iter().filter(|r| r.starts_with(prefix)).count();
-        assert_eq!((revealed("addrchg_"), revealed("selref_"), revealed("optref_")), (3, 1, 2), "{:?}", sweep.references);
-        for reference in &sweep.references {
-            secrets.push(Secret::text("opaque interaction reference", reference));
-        }
+    // The endpoints did get every credential, so their absence elsewhere means something.
+    let seen: Vec<String> = fake
+        .received
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            ["authorization", "x-api-token"]
+                .map(|h| r.headers.get(h).map(|v| v.to_str().unwrap().to_owned()))
+        })
+        .flatten()
+        .collect();
+    for expected in [
+        format!("Basic {basic}"),
+        format!("Bearer {rotated_new}"),
+        api_key.clone(),
+    ] {
+        assert!(
+            seen.contains(&expected),
+            "the endpoint never got {expected}"
+        );
+    }
+    let revealed = |prefix: &str| {
+        sweep
+            .references
+            .iter()
+            .filter(|r| r.starts_with(prefix))
+            .count()
+    };
+    assert_eq!(
+        (
+            revealed("addrchg_"),
+            revealed("selref_"),
+            revealed("optref_")
+        ),
+        (3, 1, 2),
+        "{:?}",
+        sweep.references
+    );
+    for reference in &sweep.references {
+        secrets.push(Secret::text("opaque interaction reference", reference));
+    }
 
-        // Where to look: the database, the log file, the responses.
-        let stored = sweep.stored(backend).await;
-        let log_file = scratch.path().join("warden.log");
-        let mut lines: Vec<String> = logs.iter().flat_map(|l| l.lock().unwrap().clone()).collect();
-        lines.extend(sweep.admin_logs.iter().flat_map(|l| l.lines().map(str::to_owned)));
-        std::fs::write(&log_file, lines.join("\n")).unwrap();
-        let log = std::fs::read(&log_file).unwrap();
-        // The scan does see what is there in clear.
-        let clear_rows_found = find(&stored, ACCOUNT.as_bytes()).is_some() && find(&stored, "Responde en español.".as_bytes()).is_some();
-        assert!(clear_rows_found, "the scan reads the stored rows");
-        assert!(find(&log, b"warden is listening").is_some() && find(&log, br#""level":"DEBUG""#).is_some(), "verbose logs were captured");
-        assert!(sweep.responses.iter().any(|r| r.scanned.contains(&ids[0])), "responses were recorded");
+    // Where to look: the database, the log file, the responses.
+    let stored = sweep.stored(backend).await;
+    let log_file = scratch.path().join("warden.log");
+    let mut lines: Vec<String> = logs
+        .iter()
+        .flat_map(|l| l.lock().unwrap().clone())
+        .collect();
+    lines.extend(
+        sweep
+            .admin_logs
+            .iter()
+            .flat_map(|l| l.lines().map(str::to_owned)),
+    );
+    std::fs::write(&log_file, lines.join("\n")).unwrap();
+    let log = std::fs::read(&log_file).unwrap();
+    // The scan does see what is there in clear.
+    let clear_rows_found = find(&stored, ACCOUNT.as_bytes()).is_some()
+        && find(&stored, "Responde en español.".as_bytes()).is_some();
+    assert!(clear_rows_found, "the scan reads the stored rows");
+    assert!(
+        find(&log, b"warden is listening").is_some() && find(&log, br#""level":"DEBUG""#).is_some(),
+        "verbose logs were captured"
+    );
+    assert!(
+        sweep.responses.iter().any(|r| r.scanned.contains(&ids[0])),
+        "responses were recorded"
+    );
 
-        let mut hits = Vec::new();
-        for secret in &secrets {
-            for (form, needle) in &secret.forms {
-                if let Some(at) = find(&stored, needle) {
-                    hits.push(format!("{} ({form}) in the database at byte {at}", secret.kind));
-                }
-                if let Some(at) = find(&log, needle) {
-                    let line = log[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-                    hits.push(format!("{} ({form}) in {} line {line}: {}", secret.kind, log_file.display(), lines[line - 1]));
-                }
-                for response in &sweep.responses {
-                    if find(response.scanned.as_bytes(), needle).is_some() {
-                        hits.push(format!("{} ({form}) in the response to {}: {}", secret.kind, response.label, response.scanned));
-                    }
+    let mut hits = Vec::new();
+    for secret in &secrets {
+        for (form, needle) in &secret.forms {
+            if let Some(at) = find(&stored, needle) {
+                hits.push(format!(
+                    "{} ({form}) in the database at byte {at}",
+                    secret.kind
+                ));
+            }
+            if let Some(at) = find(&log, needle) {
+                let line = log[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+                hits.push(format!(
+                    "{} ({form}) in {} line {line}: {}",
+                    secret.kind,
+                    log_file.display(),
+                    lines[line - 1]
+                ));
+            }
+            for response in &sweep.responses {
+                if find(response.scanned.as_bytes(), needle).is_some() {
+                    hits.push(format!(
+                        "{} ({form}) in the response to {}: {}",
+                        secret.kind, response.label, response.scanned
+                    ));
                 }
             }
         }
-        eprintln!(
-            "secret sweep {backend:?}: {} secrets ({} forms) against {} stored bytes, {} log lines, {} responses",
-            secrets.len(), secrets.iter().map(|s| s.forms.len()).sum::<usize>(), stored.len(), lines.len(), sweep.responses.len()
-        );
-        assert!(hits.is_empty(), "secrets leaked:\n{}", hits.join("\n"));
     }
+    eprintln!(
+        "secret sweep {backend:?}: {} secrets ({} forms) against {} stored bytes, {} log lines, {} responses",
+        secrets.len(),
+        secrets.iter().map(|s| s.forms.len()).sum::<usize>(),
+        stored.len(),
+        lines.len(),
+        sweep.responses.len()
+    );
+    assert!(hits.is_empty(), "secrets leaked:\n{}", hits.join("\n"));
 }

@@ -4,9 +4,9 @@
 //! its work still completes, and shutdown waits a bounded time. Bounds here
 //! are generous upper limits; what is asserted is that the cut happens at all.
 
-use crate::fixtures::account_ready;
+use crate::helpers::fixtures::account_ready;
+use crate::helpers::shop::order_status;
 use crate::helpers::*;
-use crate::shop::order_status;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -124,14 +124,7 @@ async fn trickled_bodies_are_cut_off_with_an_error() {
     assert!(text.starts_with("HTTP/1.1 400"), "{text}");
     assert!(text.contains("\"code\":\"BAD_REQUEST\""), "{text}");
     // Nothing was stored.
-    let response = app
-        .client
-        .get(app.url("/v1/agent-policy"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 404);
+    assert_eq!(app.get_policy(&key).await.0, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,7 +141,9 @@ async fn the_server_stays_responsive_under_200_trickling_connections() {
     for _ in 0..200 {
         let mut stream = connect(&app).await;
         tricklers.push(tokio::spawn(async move {
-            trickle(&mut stream, b"GET /health HTTP/1.1\r\nhost: warden\r\nx-slow: 1111111111111111111111111111111111111111\r\n\r\n", Duration::from_millis(250)).await.0
+            let request =
+                b"GET /health HTTP/1.1\r\nhost: warden\r\nx-slow: 1111111111111111111111111111111111111111\r\n\r\n";
+            trickle(&mut stream, request, Duration::from_millis(250)).await.0
         }));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -207,33 +202,39 @@ async fn connections_beyond_the_cap_wait_for_a_free_slot() {
     );
 }
 
-both_backends! {
-    async fn a_slow_request_answers_503_and_its_work_still_completes(backend: Backend) {
-        let app = TestApp::spawn_with_limits(backend, short_limits()).await;
-        let key = account_ready(&app, "slow").await;
-        let endpoint = crate::endpoint::FakeEndpoint::start(|_| async {
-            tokio::time::sleep(Duration::from_millis(2_500)).await;
-            crate::endpoint::json_response(axum::http::StatusCode::OK, &json!({"status": "shipped"}))
-        }).await;
-        let (status, body) = crate::fixtures::create(&app, &key, order_status(&endpoint.base)).await;
-        assert_eq!(status, 201, "{body}");
-        let id = body["id"].as_str().unwrap().to_owned();
-        let response = app.client.post(app.url(&format!("/v1/capabilities/{id}/test")))
-            .bearer_auth(&key).json(&json!({"arguments": {"order": "A-1001"}})).send().await.unwrap();
-        let (status, body) = status_and_json(response).await;
-        assert_eq!(status, 503, "{body}");
-        assert_flat_error(&body, "SERVICE_UNAVAILABLE");
-        // The test itself ran to its end and was recorded.
-        let mut recorded = false;
-        for _ in 0..50 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            if app.db.contains("shipped").await || endpoint.hits() == 1 && app.db.contains(&id).await {
-                recorded = true;
-                break;
-            }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_request_answers_503_and_its_work_still_completes(backend: Backend) {
+    let app = TestApp::spawn_with_limits(backend, short_limits()).await;
+    let key = account_ready(&app, "slow").await;
+    let endpoint = crate::helpers::endpoint::FakeEndpoint::start(|_| async {
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        crate::helpers::endpoint::json_response(
+            axum::http::StatusCode::OK,
+            &json!({"status": "shipped"}),
+        )
+    })
+    .await;
+    let (status, body) = app
+        .create_capability(&key, order_status(&endpoint.base))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().unwrap().to_owned();
+    let (status, body) = app
+        .test_capability(&key, &id, json!({"order": "A-1001"}))
+        .await;
+    assert_eq!(status, 503, "{body}");
+    assert_flat_error(&body, "SERVICE_UNAVAILABLE");
+    // The test itself ran to its end and was recorded.
+    let mut recorded = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if app.db.contains("shipped").await || endpoint.hits() == 1 && app.db.contains(&id).await {
+            recorded = true;
+            break;
         }
-        assert!(recorded, "the detached test finished and stored its record");
     }
+    assert!(recorded, "the detached test finished and stored its record");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,8 @@
 //! The SSRF guard at call time, with a resolver whose answers the test
 //! controls (the executor's real client, resolver hook and connector).
 
-use crate::endpoint::*;
-use crate::fixtures::*;
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use serde_json::{Value, json};
 use std::future::Future;
@@ -290,41 +290,57 @@ async fn serve_resolving(app: &TestApp, lookup: Arc<ScriptedLookup>) -> String {
     base
 }
 
-both_backends! {
-    async fn a_contract_test_names_the_refused_class_and_never_the_resolved_address(backend: Backend) {
-        let app = TestApp::spawn_strict(backend).await;
-        let key = account_ready(&app, "acme").await;
-        let mut definition = valid_definition("internal_probe");
-        definition["url"] = json!("https://intranet.partner.test/orders");
-        let (status, body) = create(&app, &key, definition).await;
-        assert_eq!(status, 201, "{body}");
-        let id = body["id"].as_str().unwrap().to_owned();
-        // One answer per /test: loopback, then a mixed answer whose second
-        // address is private (which of the two matched must not show).
-        let lookup = ScriptedLookup::new(vec![vec!["127.0.0.1"], vec!["8.8.4.4", "10.20.30.40"]]);
-        let base = serve_resolving(&app, lookup.clone()).await;
-        for (class, addresses) in [("loopback", vec!["127.0.0.1"]), ("private", vec!["8.8.4.4", "10.20.30.40"])] {
-            let response = app.client.post(format!("{base}/v1/capabilities/{id}/test"))
-                .bearer_auth(&key).json(&json!({"arguments": {"order": "A-1"}})).send().await.unwrap();
-            assert_eq!(response.status(), 200);
-            let text = response.text().await.unwrap();
-            let body: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(body["status"], "failed", "{text}");
-            assert_eq!(body["reason"], "address_refused", "{text}");
-            assert_eq!(body["message"], format!("the endpoint address is refused ({class})"), "{text}");
-            for address in addresses {
-                assert!(!text.contains(address), "{address} shown: {text}");
-            }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contract_test_names_the_refused_class_and_never_the_resolved_address(backend: Backend) {
+    let app = TestApp::spawn_strict(backend).await;
+    let key = account_ready(&app, "acme").await;
+    let mut definition = valid_definition("internal_probe");
+    definition["url"] = json!("https://intranet.partner.test/orders");
+    let (status, body) = app.create_capability(&key, definition).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().unwrap().to_owned();
+    // One answer per /test: loopback, then a mixed answer whose second
+    // address is private (which of the two matched must not show).
+    let lookup = ScriptedLookup::new(vec![vec!["127.0.0.1"], vec!["8.8.4.4", "10.20.30.40"]]);
+    let base = serve_resolving(&app, lookup.clone()).await;
+    for (class, addresses) in [
+        ("loopback", vec!["127.0.0.1"]),
+        ("private", vec!["8.8.4.4", "10.20.30.40"]),
+    ] {
+        let response = app
+            .client
+            .post(format!("{base}/v1/capabilities/{id}/test"))
+            .bearer_auth(&key)
+            .json(&json!({"arguments": {"order": "A-1"}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let text = response.text().await.unwrap();
+        let body: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(body["status"], "failed", "{text}");
+        assert_eq!(body["reason"], "address_refused", "{text}");
+        assert_eq!(
+            body["message"],
+            format!("the endpoint address is refused ({class})"),
+            "{text}"
+        );
+        for address in addresses {
+            assert!(!text.contains(address), "{address} shown: {text}");
         }
-        assert_eq!(lookup.count(), 2);
-        let account = app.store.find_account("acme").await.unwrap().unwrap();
-        let records = app.store.list_test_records(&account, &id).await.unwrap();
-        assert_eq!(records.len(), 2);
-        for record in records {
-            assert_eq!(record.reason.as_deref(), Some("address_refused"));
-            let stored = format!("{record:?}");
-            assert!(!stored.contains("127.0.0.1") && !stored.contains("10.20.30.40"), "{stored}");
-        }
+    }
+    assert_eq!(lookup.count(), 2);
+    let account = app.store.find_account("acme").await.unwrap().unwrap();
+    let records = app.store.list_test_records(&account, &id).await.unwrap();
+    assert_eq!(records.len(), 2);
+    for record in records {
+        assert_eq!(record.reason.as_deref(), Some("address_refused"));
+        let stored = format!("{record:?}");
+        assert!(
+            !stored.contains("127.0.0.1") && !stored.contains("10.20.30.40"),
+            "{stored}"
+        );
     }
 }
 
@@ -342,7 +358,7 @@ async fn the_guest_refuses_each_class_as_a_literal_at_import() {
         };
         let mut definition = valid_definition("literal_probe");
         definition["url"] = json!(format!("https://{host}/orders"));
-        let (status, body) = create(&app, &key, definition).await;
+        let (status, body) = app.create_capability(&key, definition).await;
         assert_eq!(status, 400, "{ip}: {body}");
         let violation = &body["violations"][0];
         assert_eq!(violation["pointer"], "/capability/url", "{ip}: {body}");

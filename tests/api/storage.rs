@@ -15,88 +15,181 @@ fn policy(text: &str) -> AgentPolicy {
     }
 }
 
-both_backends! {
-    async fn idempotency_claims_expire_and_are_purged(backend: Backend) {
-        use warden::store::idempotency::Claim;
-        let db = TestDb::new(backend).await;
-        let store = warden::store::Store::connect(&db.url).await.unwrap();
-        let account = store.create_account("acme").await.unwrap();
-        assert_eq!(store.claim_idempotency_key(&account, "k1", "h1").await.unwrap(), Claim::Fresh);
-        assert_eq!(store.claim_idempotency_key(&account, "k1", "h1").await.unwrap(), Claim::InFlight);
-        assert_eq!(store.claim_idempotency_key(&account, "k1", "h2").await.unwrap(), Claim::KeyReused);
-        assert_eq!(store.claim_idempotency_key(&account, "k2", "h1").await.unwrap(), Claim::Fresh);
-        assert_eq!(store.purge_expired_idempotency_records().await.unwrap(), 0);
-        // Age both records past retention (and k1's claim past abandonment).
-        let age = "UPDATE idempotency_records SET expires_at = 0, created_at = 0";
-        match &store {
-            warden::store::Store::Sqlite(p) => { sqlx::query(age).execute(p).await.unwrap(); }
-            warden::store::Store::Postgres(p) => { sqlx::query(age).execute(p).await.unwrap(); }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_claims_expire_and_are_purged(backend: Backend) {
+    use warden::store::idempotency::Claim;
+    let db = TestDb::new(backend).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    assert_eq!(
+        store
+            .claim_idempotency_key(&account, "k1", "h1")
+            .await
+            .unwrap(),
+        Claim::Fresh
+    );
+    assert_eq!(
+        store
+            .claim_idempotency_key(&account, "k1", "h1")
+            .await
+            .unwrap(),
+        Claim::InFlight
+    );
+    assert_eq!(
+        store
+            .claim_idempotency_key(&account, "k1", "h2")
+            .await
+            .unwrap(),
+        Claim::KeyReused
+    );
+    assert_eq!(
+        store
+            .claim_idempotency_key(&account, "k2", "h1")
+            .await
+            .unwrap(),
+        Claim::Fresh
+    );
+    assert_eq!(store.purge_expired_idempotency_records().await.unwrap(), 0);
+    // Age both records past retention (and k1's claim past abandonment).
+    let age = "UPDATE idempotency_records SET expires_at = 0, created_at = 0";
+    match &store {
+        warden::store::Store::Sqlite(p) => {
+            sqlx::query(age).execute(p).await.unwrap();
         }
-        assert_eq!(store.claim_idempotency_key(&account, "k1", "h2").await.unwrap(), Claim::Fresh, "an expired key is free again");
-        assert_eq!(store.purge_expired_idempotency_records().await.unwrap(), 1, "k2 purged; k1 is a fresh claim");
-        store.release_idempotency_key(&account, "k1").await.unwrap();
-        assert_eq!(store.count_idempotency_records(&account).await.unwrap(), 0);
+        warden::store::Store::Postgres(p) => {
+            sqlx::query(age).execute(p).await.unwrap();
+        }
     }
+    assert_eq!(
+        store
+            .claim_idempotency_key(&account, "k1", "h2")
+            .await
+            .unwrap(),
+        Claim::Fresh,
+        "an expired key is free again"
+    );
+    assert_eq!(
+        store.purge_expired_idempotency_records().await.unwrap(),
+        1,
+        "k2 purged; k1 is a fresh claim"
+    );
+    store.release_idempotency_key(&account, "k1").await.unwrap();
+    assert_eq!(store.count_idempotency_records(&account).await.unwrap(), 0);
+}
 
-    async fn account_names_are_unique(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        let store = warden::store::Store::connect(&db.url).await.unwrap();
-        store.create_account("acme").await.unwrap();
-        assert!(matches!(store.create_account("acme").await, Err(StoreError::Conflict(Constraint::AccountName))));
-        assert!(store.find_account("acme").await.unwrap().is_some());
-        assert!(store.find_account("nobody").await.unwrap().is_none());
-    }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn account_names_are_unique(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    store.create_account("acme").await.unwrap();
+    assert!(matches!(
+        store.create_account("acme").await,
+        Err(StoreError::Conflict(Constraint::AccountName))
+    ));
+    assert!(store.find_account("acme").await.unwrap().is_some());
+    assert!(store.find_account("nobody").await.unwrap().is_none());
+}
 
-    async fn authenticate_distinguishes_refusals(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        let store = warden::store::Store::connect(&db.url).await.unwrap();
-        let account = store.create_account("acme").await.unwrap();
-        store.insert_api_key(&account, "key_a", "hash_a", "prod").await.unwrap();
-        assert_eq!(store.authenticate("hash_a", "prod").await.unwrap(), Ok(account.clone()));
-        assert_eq!(store.authenticate("hash_a", "staging").await.unwrap(), Err(KeyRefusal::OtherEnvironment));
-        assert_eq!(store.authenticate("hash_b", "prod").await.unwrap(), Err(KeyRefusal::Unknown));
-        store.revoke_api_key("key_a").await.unwrap();
-        store.revoke_api_key("key_a").await.unwrap();
-        assert_eq!(store.authenticate("hash_a", "prod").await.unwrap(), Err(KeyRefusal::Revoked));
-        assert!(matches!(store.revoke_api_key("key_zz").await, Err(StoreError::NotFound)));
-    }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authenticate_distinguishes_refusals(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    store
+        .insert_api_key(&account, "key_a", "hash_a", "prod")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.authenticate("hash_a", "prod").await.unwrap(),
+        Ok(account.clone())
+    );
+    assert_eq!(
+        store.authenticate("hash_a", "staging").await.unwrap(),
+        Err(KeyRefusal::OtherEnvironment)
+    );
+    assert_eq!(
+        store.authenticate("hash_b", "prod").await.unwrap(),
+        Err(KeyRefusal::Unknown)
+    );
+    store.revoke_api_key("key_a").await.unwrap();
+    store.revoke_api_key("key_a").await.unwrap();
+    assert_eq!(
+        store.authenticate("hash_a", "prod").await.unwrap(),
+        Err(KeyRefusal::Revoked)
+    );
+    assert!(matches!(
+        store.revoke_api_key("key_zz").await,
+        Err(StoreError::NotFound)
+    ));
+}
 
-    async fn migrations_are_idempotent_across_restarts(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        let store = warden::store::Store::connect(&db.url).await.unwrap();
-        store.create_account("acme").await.unwrap();
-        store.close().await;
-        let again = warden::store::Store::connect(&db.url).await.unwrap();
-        assert!(again.find_account("acme").await.unwrap().is_some());
-    }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrations_are_idempotent_across_restarts(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    store.create_account("acme").await.unwrap();
+    store.close().await;
+    let again = warden::store::Store::connect(&db.url).await.unwrap();
+    assert!(again.find_account("acme").await.unwrap().is_some());
+}
 
-    async fn concurrent_policy_writes_get_distinct_revisions(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        let store = warden::store::Store::connect(&db.url).await.unwrap();
-        let account = store.create_account("acme").await.unwrap();
-        let writes = (0..20).map(|i| {
-            let store = store.clone();
-            let account = account.clone();
-            tokio::spawn(async move { store.put_policy(&account, &policy(&format!("w{i}"))).await.unwrap().revision })
-        });
-        let mut revisions: Vec<i64> = futures_join(writes).await;
-        revisions.sort();
-        assert_eq!(revisions, (1..=20).collect::<Vec<_>>(), "each write is one atomic step");
-        let stored = store.get_policy(&account).await.unwrap().unwrap();
-        assert_eq!(stored.revision, 20);
-        assert!(store.delete_policy(&account).await.unwrap());
-        assert!(!store.delete_policy(&account).await.unwrap());
-    }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_policy_writes_get_distinct_revisions(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    let writes = (0..20).map(|i| {
+        let store = store.clone();
+        let account = account.clone();
+        tokio::spawn(async move {
+            store
+                .put_policy(&account, &policy(&format!("w{i}")))
+                .await
+                .unwrap()
+                .revision
+        })
+    });
+    let mut revisions: Vec<i64> = futures_join(writes).await;
+    revisions.sort();
+    assert_eq!(
+        revisions,
+        (1..=20).collect::<Vec<_>>(),
+        "each write is one atomic step"
+    );
+    let stored = store.get_policy(&account).await.unwrap().unwrap();
+    assert_eq!(stored.revision, 20);
+    assert!(store.delete_policy(&account).await.unwrap());
+    assert!(!store.delete_policy(&account).await.unwrap());
+}
 
-    async fn diagnostic_mode_reports_creation_once(backend: Backend) {
-        let db = TestDb::new(backend).await;
-        let store = warden::store::Store::connect(&db.url).await.unwrap();
-        let account = store.create_account("acme").await.unwrap();
-        assert_eq!(store.get_diagnostic_mode(&account).await.unwrap(), None);
-        assert!(store.put_diagnostic_mode(&account, DiagnosticMode::Text).await.unwrap());
-        assert!(!store.put_diagnostic_mode(&account, DiagnosticMode::Disabled).await.unwrap());
-        assert_eq!(store.get_diagnostic_mode(&account).await.unwrap(), Some(DiagnosticMode::Disabled));
-    }
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnostic_mode_reports_creation_once(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    assert_eq!(store.get_diagnostic_mode(&account).await.unwrap(), None);
+    assert!(
+        store
+            .put_diagnostic_mode(&account, DiagnosticMode::Text)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .put_diagnostic_mode(&account, DiagnosticMode::Disabled)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.get_diagnostic_mode(&account).await.unwrap(),
+        Some(DiagnosticMode::Disabled)
+    );
 }
 
 async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {

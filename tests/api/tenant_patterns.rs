@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::endpoint::*;
-use crate::fixtures::*;
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -30,15 +30,7 @@ fn code_lookup(base: &str) -> Value {
 
 async fn say(app: &TestApp, key: &str, text: &str) -> (u16, Value) {
     let body = json!({"user_id": "user-1", "message": {"type": "text", "body": text}});
-    let response = app
-        .client
-        .post(app.url("/v1/channels/http/messages"))
-        .bearer_auth(key)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    status_and_json(response).await
+    app.send_message(key, &body).await
 }
 
 fn last_reason(body: &Value) -> String {
@@ -49,73 +41,101 @@ fn last_reason(body: &Value) -> String {
         .to_owned()
 }
 
-both_backends! {
-    async fn a_catastrophic_pattern_costs_a_turn_one_deadline_and_the_server_stays_responsive(backend: Backend) {
-        let app = TestApp::spawn(backend).await;
-        let key = account_ready(&app, "codes").await;
-        let endpoint = FakeEndpoint::start(|_| async {
-            json_response(StatusCode::OK, &json!({"status": "entregado"}))
-        })
-        .await;
-        let (status, body) =
-            status_and_json(import(&app, &key, &new_key(), vec![code_lookup(&endpoint.base)]).await).await;
-        assert_eq!(status, 201, "{body}");
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catastrophic_pattern_costs_a_turn_one_deadline_and_the_server_stays_responsive(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let key = account_ready(&app, "codes").await;
+    let endpoint = FakeEndpoint::start(|_| async {
+        json_response(StatusCode::OK, &json!({"status": "entregado"}))
+    })
+    .await;
+    let (status, body) = status_and_json(
+        app.import_capabilities(&key, &new_key(), vec![code_lookup(&endpoint.base)])
+            .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
 
-        // Two turns at once (the test runtime, like a small server, has two
-        // worker threads), each with a word of 600 `a`s.
-        let word = "a".repeat(600);
-        let message = format!("Consulta el código de envío {word}");
-        let started = Instant::now();
-        let turns: Vec<_> = (0..2)
-            .map(|_| {
-                let (app_url, client, key, message) =
-                    (app.url("/v1/channels/http/messages"), app.client.clone(), key.clone(), message.clone());
-                tokio::spawn(async move {
-                    let body = json!({"user_id": "user-1", "message": {"type": "text", "body": message}});
-                    let response = client.post(app_url).bearer_auth(key).json(&body).send().await.unwrap();
-                    status_and_json(response).await
-                })
+    // Two turns at once (the test runtime, like a small server, has two
+    // worker threads), each with a word of 600 `a`s.
+    let word = "a".repeat(600);
+    let message = format!("Consulta el código de envío {word}");
+    let started = Instant::now();
+    let turns: Vec<_> = (0..2)
+        .map(|_| {
+            let (app_url, client, key, message) = (
+                app.url("/v1/channels/http/messages"),
+                app.client.clone(),
+                key.clone(),
+                message.clone(),
+            );
+            tokio::spawn(async move {
+                let body =
+                    json!({"user_id": "user-1", "message": {"type": "text", "body": message}});
+                let response = client
+                    .post(app_url)
+                    .bearer_auth(key)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                status_and_json(response).await
             })
-            .collect();
+        })
+        .collect();
 
-        // Meanwhile the server answers its health check promptly. Measured,
-        // not awaited with a timer: the test client shares the server's
-        // runtime, whose timers starve too when its threads are pinned.
-        let mut slowest = Duration::ZERO;
-        loop {
-            let asked = Instant::now();
-            let health = app.client.get(app.url("/health")).send().await.unwrap();
-            slowest = slowest.max(asked.elapsed());
-            assert_eq!(health.status(), 200);
-            if turns.iter().all(|t| t.is_finished()) || started.elapsed() > Duration::from_secs(60) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    // Meanwhile the server answers its health check promptly. Measured,
+    // not awaited with a timer: the test client shares the server's
+    // runtime, whose timers starve too when its threads are pinned.
+    let mut slowest = Duration::ZERO;
+    loop {
+        let asked = Instant::now();
+        let health = app.client.get(app.url("/health")).send().await.unwrap();
+        slowest = slowest.max(asked.elapsed());
+        assert_eq!(health.status(), 200);
+        if turns.iter().all(|t| t.is_finished()) || started.elapsed() > Duration::from_secs(60) {
+            break;
         }
-        assert!(slowest < Duration::from_secs(2), "/health took {slowest:?} while the turns ran");
-
-        for turn in turns {
-            let (status, body) = turn.await.unwrap();
-            assert_eq!(status, 200, "{body}");
-            // The guest's deadline stopped the match: no candidate, so the
-            // agent asks for the value rather than guessing.
-            assert_eq!(last_reason(&body), "clarification", "{body}");
-            assert!(body["message"]["body"].as_str().unwrap().contains("el código de envío"), "{body}");
-        }
-        let took = started.elapsed();
-        // Before, natively: 303-326 s for the two (debug build).
-        assert!(took < Duration::from_secs(30), "both turns took {took:?}");
-        eprintln!("two turns over {SLOW_PATTERN} took {took:?}; /health at worst {slowest:?}");
-        assert!(endpoint.received.lock().unwrap().is_empty(), "nothing called with a guessed value");
-
-        // The same pattern still fills a value the guest judges to match.
-        let (status, body) = say(&app, &key, "Consulta el código de envío aab").await;
-        assert_eq!(status, 200, "{body}");
-        let received = endpoint.received.lock().unwrap().clone();
-        assert_eq!(received.len(), 1, "{body}");
-        let sent: Value = serde_json::from_slice(&received[0].body).unwrap();
-        assert_eq!(sent, json!({"code": "aab"}));
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(
+        slowest < Duration::from_secs(2),
+        "/health took {slowest:?} while the turns ran"
+    );
+
+    for turn in turns {
+        let (status, body) = turn.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        // The guest's deadline stopped the match: no candidate, so the
+        // agent asks for the value rather than guessing.
+        assert_eq!(last_reason(&body), "clarification", "{body}");
+        assert!(
+            body["message"]["body"]
+                .as_str()
+                .unwrap()
+                .contains("el código de envío"),
+            "{body}"
+        );
+    }
+    let took = started.elapsed();
+    // Before, natively: 303-326 s for the two (debug build).
+    assert!(took < Duration::from_secs(30), "both turns took {took:?}");
+    eprintln!("two turns over {SLOW_PATTERN} took {took:?}; /health at worst {slowest:?}");
+    assert!(
+        endpoint.received.lock().unwrap().is_empty(),
+        "nothing called with a guessed value"
+    );
+
+    // The same pattern still fills a value the guest judges to match.
+    let (status, body) = say(&app, &key, "Consulta el código de envío aab").await;
+    assert_eq!(status, 200, "{body}");
+    let received = endpoint.received.lock().unwrap().clone();
+    assert_eq!(received.len(), 1, "{body}");
+    let sent: Value = serde_json::from_slice(&received[0].body).unwrap();
+    assert_eq!(sent, json!({"code": "aab"}));
 }
 
 /// The root crate has no regular-expression engine at all: a tenant pattern

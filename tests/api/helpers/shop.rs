@@ -1,10 +1,11 @@
 //! A small shop for conversation tests: one loopback host endpoint serving
 //! three capabilities (order status, a customer's orders, and a preparation
-//! capability for an address change), an account with its credential, and
-//! helpers to send messages and read the database.
+//! capability for an address change), an account with its credential,
+//! helpers to send messages (with or without an image) and read the replies,
+//! and an image whose bytes show if it is ever stored.
 
-use crate::endpoint::*;
-use crate::fixtures::*;
+use crate::helpers::endpoint::*;
+use crate::helpers::fixtures::*;
 use crate::helpers::*;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -156,7 +157,7 @@ impl Shop {
             prepare_address_change(&endpoint.base),
         ];
         let (status, body) =
-            status_and_json(import(&app, &key, &new_key(), definitions).await).await;
+            status_and_json(app.import_capabilities(&key, &new_key(), definitions).await).await;
         assert_eq!(status, 201, "{body}");
         let ids = ["order_status", "customer_orders", "prepare_address_change"]
             .iter()
@@ -181,16 +182,28 @@ impl Shop {
     }
 
     pub async fn send(&self, body: Value) -> (u16, Value) {
-        let response = self
-            .app
-            .client
-            .post(self.app.url("/v1/channels/http/messages"))
-            .bearer_auth(&self.key)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        status_and_json(response).await
+        self.app.send_message(&self.key, &body).await
+    }
+
+    /// A text message with an image, as multipart: a `payload` part and an
+    /// `image` part of this type.
+    pub async fn send_with_image(&self, text: &str, mime: &str, image: Vec<u8>) -> (u16, Value) {
+        let payload = json!({"message": {"type": "text", "body": text}});
+        let form = reqwest::multipart::Form::new()
+            .part(
+                "payload",
+                reqwest::multipart::Part::text(payload.to_string())
+                    .mime_str("application/json")
+                    .unwrap(),
+            )
+            .part(
+                "image",
+                reqwest::multipart::Part::bytes(image)
+                    .file_name("photo")
+                    .mime_str(mime)
+                    .unwrap(),
+            );
+        self.app.send_multipart(&self.key, form).await
     }
 
     /// The rule-4 references the store keeps for one of the shop's conversations.
@@ -254,6 +267,17 @@ impl Shop {
             .unwrap();
         status_and_json(response).await
     }
+}
+
+/// Bytes that would show if any part of the image were stored.
+pub const IMAGE_MARKER: &[u8] = b"WARDEN-IMAGE-MARKER-9b1e";
+
+/// A PNG signature followed by a marker chunk: recognised as PNG by its bytes.
+pub fn png_with_marker() -> Vec<u8> {
+    let mut bytes = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde".to_vec();
+    bytes.extend_from_slice(IMAGE_MARKER);
+    bytes.extend(std::iter::repeat_n(0xA5u8, 2048));
+    bytes
 }
 
 /// The reply text of a message response.

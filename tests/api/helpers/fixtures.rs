@@ -1,0 +1,43 @@
+//! Capability fixtures shared by the capability tests.
+
+use crate::helpers::*;
+use serde_json::{Value, json};
+
+pub const CREDENTIAL: &str = "cred_orders";
+
+/// A definition every rule accepts (given `cred_orders` is configured): the
+/// example manifest's `order_status`, named `name`.
+pub fn valid_definition(name: &str) -> Value {
+    let mut definition = warden_policy_rules::fixtures::order_status();
+    definition["name"] = json!(name);
+    definition["auth"]["credential_ref"] = json!(CREDENTIAL);
+    definition
+}
+
+/// An account with a key and the fixtures' credential configured.
+pub async fn account_ready(app: &TestApp, name: &str) -> String {
+    let key = app.account_with_key(name).await;
+    let secret = json!({"auth_type": "bearer", "secret": "endpoint-token-123"});
+    let (status, _) = app.put_credential(&key, CREDENTIAL, &secret).await;
+    assert_eq!(status, 201);
+    key
+}
+
+pub fn new_key() -> String {
+    format!("idem-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// `(pointer, rule)` pairs of a 400 violations body.
+pub fn violation_pairs(body: &Value) -> Vec<(String, String)> {
+    body["violations"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no violations in {body}"))
+        .iter()
+        .map(|v| {
+            (
+                v["pointer"].as_str().unwrap().to_owned(),
+                v["rule"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,80 @@
+//! The real `warden` binary as a child process.
+
+use super::{ENVIRONMENT, MASTER_KEY, TestDb, guest_cache_dir};
+use serde_json::Value;
+use std::process::Stdio;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// The real `warden` binary as a child process.
+pub struct ServerProcess {
+    pub child: tokio::process::Child,
+    pub address: String,
+    /// Every log line the server has written so far.
+    pub logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ServerProcess {
+    /// Starts `warden serve` on a random port and waits until it listens.
+    pub async fn start(db: &TestDb, extra_env: &[(&str, &str)]) -> Self {
+        let mut command = warden_command(db);
+        command
+            .arg("serve")
+            .env("WARDEN_LISTEN", "127.0.0.1:0")
+            .env("WARDEN_MASTER_KEY", MASTER_KEY);
+        for (k, v) in extra_env {
+            command.env(k, v);
+        }
+        let mut child = command
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let address = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                logs.lock().unwrap().push(line.clone());
+                let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if event["message"] == "warden is listening" {
+                    return event["address"].as_str().unwrap().to_owned();
+                }
+            }
+            panic!(
+                "warden exited before listening:\n{}",
+                logs.lock().unwrap().join("\n")
+            );
+        })
+        .await
+        .expect("warden starts listening within 60 s");
+        // Keep draining the log so the child never blocks on a full pipe.
+        let sink = logs.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        ServerProcess {
+            child,
+            address: format!("http://{address}"),
+            logs,
+        }
+    }
+}
+
+/// `warden` with the test database and JSON logs, ready for arguments.
+pub fn warden_command(db: &TestDb) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("WARDEN_DATABASE_URL", &db.url)
+        .env("WARDEN_ENVIRONMENT", ENVIRONMENT)
+        .env("WARDEN_LOG_FORMAT", "json")
+        .env("WARDEN_LOG", "info")
+        .env("WARDEN_GUEST_CACHE_DIR", guest_cache_dir())
+        .current_dir(db.dir());
+    command
+}
