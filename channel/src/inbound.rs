@@ -16,6 +16,13 @@ pub const MAX_BODY_CHARS: usize = 4_000;
 pub const MAX_METADATA_KEYS: usize = 16;
 pub const MAX_METADATA_KEY_CHARS: usize = 64;
 pub const MAX_METADATA_VALUE_CHARS: usize = 256;
+/// Metadata is free-form JSON: objects and arrays nest at most this deep
+/// (the metadata object itself is level 1)…
+pub const MAX_METADATA_DEPTH: usize = 4;
+/// …hold at most this many values in all…
+pub const MAX_METADATA_VALUES: usize = 128;
+/// …and take at most this many bytes as JSON.
+pub const MAX_METADATA_BYTES: usize = 8 * 1024;
 /// JSON request or `payload` part.
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 /// A whole multipart request: the image, the payload and the framing.
@@ -45,8 +52,14 @@ fn invalid(message: impl Into<String>) -> InboundError {
 }
 
 impl InboundMessage {
-    /// Validates the JSON of a message request (2.1).
+    /// Validates the JSON of a message request (2.1) sent without an image.
     pub fn from_payload(value: &Value) -> Result<Self, InboundError> {
+        Self::parse_payload(value, false)
+    }
+
+    /// `with_image`: an image part came with the payload, and then the text
+    /// may be empty (rule 12: the service asks what to do with the image).
+    fn parse_payload(value: &Value, with_image: bool) -> Result<Self, InboundError> {
         let object = value
             .as_object()
             .ok_or_else(|| invalid("the payload must be a JSON object"))?;
@@ -83,7 +96,8 @@ impl InboundMessage {
             .get("body")
             .and_then(Value::as_str)
             .ok_or_else(|| invalid("message.body is required and must be a string"))?;
-        check_bounded("message.body", body, 1, MAX_BODY_CHARS).map_err(invalid)?;
+        let min_chars = if with_image { 0 } else { 1 };
+        check_bounded("message.body", body, min_chars, MAX_BODY_CHARS).map_err(invalid)?;
         let metadata = match object.get("metadata") {
             None => Map::new(),
             Some(Value::Object(m)) => check_metadata(m)?,
@@ -117,29 +131,69 @@ fn optional_id(
     }
 }
 
-/// Metadata: a flat object of at most 16 scalar properties.
+/// Metadata (free-form, 2.1): an object of at most 16 properties whose
+/// values are any JSON within the depth, count, key, string and size bounds.
 fn check_metadata(metadata: &Map<String, Value>) -> Result<Map<String, Value>, InboundError> {
     if metadata.len() > MAX_METADATA_KEYS {
         return Err(invalid(format!(
             "metadata holds at most {MAX_METADATA_KEYS} properties"
         )));
     }
+    let mut values = 0usize;
     for (key, value) in metadata {
-        check_bounded("a metadata key", key, 1, MAX_METADATA_KEY_CHARS).map_err(invalid)?;
-        match value {
-            Value::String(s) => {
-                check_bounded(&format!("metadata.{key}"), s, 0, MAX_METADATA_VALUE_CHARS)
-                    .map_err(invalid)?
+        check_metadata_value(&format!("metadata.{key}"), key, value, 2, &mut values)?;
+    }
+    let bytes = serde_json::to_vec(metadata).map_or(usize::MAX, |b| b.len());
+    if bytes > MAX_METADATA_BYTES {
+        return Err(invalid(format!(
+            "metadata takes at most {MAX_METADATA_BYTES} bytes as JSON"
+        )));
+    }
+    Ok(metadata.clone())
+}
+
+fn check_metadata_value(
+    path: &str,
+    key: &str,
+    value: &Value,
+    level: usize,
+    values: &mut usize,
+) -> Result<(), InboundError> {
+    check_bounded("a metadata key", key, 1, MAX_METADATA_KEY_CHARS).map_err(invalid)?;
+    *values += 1;
+    if *values > MAX_METADATA_VALUES {
+        return Err(invalid(format!(
+            "metadata holds at most {MAX_METADATA_VALUES} values in all"
+        )));
+    }
+    let nested = |what: &str| {
+        if level > MAX_METADATA_DEPTH {
+            Err(invalid(format!(
+                "{path}: metadata {what} nest at most {MAX_METADATA_DEPTH} levels deep"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    match value {
+        Value::String(s) => {
+            check_bounded(path, s, 0, MAX_METADATA_VALUE_CHARS).map_err(invalid)?;
+        }
+        Value::Number(_) | Value::Bool(_) | Value::Null => {}
+        Value::Object(map) => {
+            nested("objects")?;
+            for (k, v) in map {
+                check_metadata_value(&format!("{path}.{k}"), k, v, level + 1, values)?;
             }
-            Value::Number(_) | Value::Bool(_) | Value::Null => {}
-            _ => {
-                return Err(invalid(format!(
-                    "metadata.{key} must be a string, number, boolean or null"
-                )));
+        }
+        Value::Array(items) => {
+            nested("arrays")?;
+            for (i, v) in items.iter().enumerate() {
+                check_metadata_value(&format!("{path}[{i}]"), "item", v, level + 1, values)?;
             }
         }
     }
-    Ok(metadata.clone())
+    Ok(())
 }
 
 impl InboundMessage {
@@ -193,7 +247,7 @@ impl InboundMessage {
             }
         }
         let payload = payload.ok_or_else(|| invalid("the payload part is required"))?;
-        let mut message = InboundMessage::from_payload(&payload)?;
+        let mut message = InboundMessage::parse_payload(&payload, image.is_some())?;
         message.image = image;
         Ok(message)
     }
@@ -341,6 +395,13 @@ mod tests {
             ("hola", Some("u-1"))
         );
         assert!(parse(json!({"message": {"type": "text", "body": "hola"}})).is_ok());
+        // Free-form metadata: nested objects and arrays within the bounds.
+        let nested = json!({"cart": {"items": [{"sku": "X1", "qty": 2}], "coupon": null},
+                            "tags": ["vip", 3, true], "a": {"b": {"c": {"d": 1}}}});
+        let m =
+            parse(json!({"message": {"type": "text", "body": "hola"}, "metadata": nested.clone()}))
+                .unwrap();
+        assert_eq!(serde_json::Value::Object(m.metadata), nested);
     }
 
     #[test]
@@ -354,7 +415,9 @@ mod tests {
             json!({"message": {"type": "text"}}),
             json!({"user_id": "", "message": {"type": "text", "body": "x"}}),
             json!({"user_id": "a b", "message": {"type": "text", "body": "x"}}),
-            json!({"message": {"type": "text", "body": "x"}, "metadata": {"nested": {"a": 1}}}),
+            json!({"message": {"type": "text", "body": "x"}, "metadata": {"a": {"b": {"c": {"d": {"e": 1}}}}}}),
+            json!({"message": {"type": "text", "body": "x"}, "metadata": {"many": (0..200).collect::<Vec<_>>()}}),
+            json!({"message": {"type": "text", "body": "x"}, "metadata": {"a": ["y".repeat(300)]}}),
             json!({"message": {"type": "text", "body": "x"}, "extra": 1}),
             json!({"conversation_id": "c".repeat(129), "message": {"type": "text", "body": "x"}}),
         ] {

@@ -276,13 +276,28 @@ pub async fn get_capability(
     let mut body = summary(&row);
     body["definition"] =
         serde_json::from_str(&row.definition).map_err(|e| ApiError::Internal(e.into()))?;
-    body["revisions"] = history
+    let mut revisions = Vec::with_capacity(history.len());
+    for r in &history {
+        let definition: Value =
+            serde_json::from_str(&r.definition).map_err(|e| ApiError::Internal(e.into()))?;
+        revisions.push(json!({"revision": r.revision, "change": r.change,
+            "lifecycle_status": r.lifecycle_status, "definition": definition,
+            "created_at": to_rfc3339(r.created_at)}));
+    }
+    body["revisions"] = Value::Array(revisions);
+    // The latest contract tests (contract 2.7), newest first.
+    body["tests"] = app
+        .store
+        .list_test_records(&caller.account, id.as_str(), LATEST_TESTS_SHOWN)
+        .await?
         .iter()
-        .map(|r| json!({"revision": r.revision, "change": r.change, "lifecycle_status": r.lifecycle_status,
-                         "created_at": to_rfc3339(r.created_at)}))
+        .map(super::capability_test::recorded_test)
         .collect();
     Ok(Json(body))
 }
+
+/// Contract-test records the capability detail shows.
+pub const LATEST_TESTS_SHOWN: i64 = 10;
 
 fn if_match(headers: &HeaderMap) -> Result<i64, ApiError> {
     parse_if_match(header_str(headers, "if-match")).map_err(|e| match e {

@@ -92,17 +92,9 @@ pub async fn test_capability(
         .insert_test_record(&caller.account, &record)
         .await?;
     tracing::info!(capability = %row.id, revision = row.revision, status = %status, reason = record.reason.as_deref(), "contract test recorded");
-    let mut response = json!({
-        "test_id": record.id, "capability_id": record.capability_id, "revision": record.revision,
-        "status": record.status, "attempts": record.attempts, "duration_ms": record.duration_ms,
-        "created_at": to_rfc3339(record.created_at),
-    });
+    let mut response = recorded_test(&record);
     if let Some(failure) = failure {
-        response["reason"] = json!(failure.reason);
         response["message"] = json!(failure.message);
-    }
-    if let Some(http_status) = record.http_status {
-        response["http_status"] = json!(http_status);
     }
     if let Some(output) = output {
         response["output"] = output;
@@ -122,4 +114,21 @@ fn test_arguments(body: &Value) -> Result<&Value, String> {
         Some(arguments @ Value::Object(_)) => Ok(arguments),
         _ => Err("arguments is required and must be an object".into()),
     }
+}
+
+/// A stored contract-test record as the API shows it (the test's answer and
+/// the capability detail's `tests`): never an output or a secret.
+pub fn recorded_test(record: &TestRecord) -> Value {
+    let mut shown = json!({
+        "test_id": record.id, "capability_id": record.capability_id, "revision": record.revision,
+        "status": record.status, "attempts": record.attempts, "duration_ms": record.duration_ms,
+        "created_at": to_rfc3339(record.created_at),
+    });
+    if let Some(reason) = &record.reason {
+        shown["reason"] = json!(reason);
+    }
+    if let Some(http_status) = record.http_status {
+        shown["http_status"] = json!(http_status);
+    }
+    shown
 }

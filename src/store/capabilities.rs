@@ -33,6 +33,8 @@ pub struct RevisionRow {
     pub revision: i64,
     pub change: RevisionChange,
     pub lifecycle_status: LifecycleStatus,
+    /// The definition as it stood at this revision (JSON text).
+    pub definition: String,
     pub created_at: i64,
 }
 
@@ -149,7 +151,7 @@ impl Store {
     ) -> StoreResult<Vec<RevisionRow>> {
         Ok(on_pool!(self, pool => {
             sqlx::query_as(
-                "SELECT r.revision, r.change, r.lifecycle_status, r.created_at FROM capability_revisions r \
+                "SELECT r.revision, r.change, r.lifecycle_status, r.definition, r.created_at FROM capability_revisions r \
                  JOIN capabilities c ON c.id = r.capability_id \
                  WHERE c.account_id = $1 AND r.capability_id = $2 ORDER BY r.revision",
             )

@@ -53,19 +53,21 @@ impl Store {
         Ok(())
     }
 
-    /// The account's test records of one capability, newest first.
+    /// The account's latest `limit` test records of one capability, newest first.
     pub async fn list_test_records(
         &self,
         account: &AccountId,
         capability_id: &str,
+        limit: i64,
     ) -> StoreResult<Vec<TestRecord>> {
         Ok(on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT id, capability_id, revision, status, reason, http_status, attempts, duration_ms, created_at \
-                 FROM capability_tests WHERE account_id = $1 AND capability_id = $2 ORDER BY created_at DESC, id DESC",
+                 FROM capability_tests WHERE account_id = $1 AND capability_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3",
             )
             .bind(account.number())
             .bind(capability_id)
+            .bind(limit)
             .fetch_all(pool)
             .await
         })?)

@@ -621,24 +621,7 @@ async fn a_failing_import_leaves_nothing_behind(backend: Backend) {
 async fn sigkill_during_imports_leaves_only_whole_imports(backend: Backend) {
     let db = TestDb::new(backend).await;
     // The server under test is the real binary; set up through its CLI and API.
-    assert!(
-        warden_command(&db)
-            .args(["admin", "account", "create", "acme"])
-            .output()
-            .await
-            .unwrap()
-            .status
-            .success()
-    );
-    let out = warden_command(&db)
-        .args(["admin", "key", "issue", "acme"])
-        .output()
-        .await
-        .unwrap();
-    let key = serde_json::from_slice::<Value>(&out.stdout).unwrap()["api_key"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let key = cli_account_with_key(&db, "acme").await;
     let mut server = ServerProcess::start(&db, &[("WARDEN_DEV_ALLOW_LOOPBACK", "1")]).await;
     let client = reqwest::Client::new();
     let cred = client

@@ -199,3 +199,55 @@ async fn the_database_holds_no_image_ref_credential_or_raw_result(backend: Backe
         "raw result field"
     );
 }
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_alone_is_accepted_and_the_user_asked_what_to_do_with_it(backend: Backend) {
+    // Rule 12: an image alone does not define which fields to extract.
+    let shop = Shop::open(backend).await;
+    let (status, body) = shop
+        .send_with_image("", "image/png", png_with_marker())
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let reply = body["message"]["body"].as_str().unwrap();
+    assert!(reply.contains("imagen") && reply.contains('?'), "{body}");
+    let events = body["capability_trace"]["events"].as_array().unwrap();
+    assert_eq!(
+        events.last().unwrap()["reason_code"],
+        "image_needs_instructions"
+    );
+    assert!(
+        shop.calls().is_empty(),
+        "nothing is called for an image alone"
+    );
+    assert!(
+        !shop.app.db.contains_bytes(IMAGE_MARKER).await,
+        "the image is not stored"
+    );
+    // Without an image an empty text is still refused.
+    let (status, body) = shop.send(payload("")).await;
+    assert_eq!(status, 422, "{body}");
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_form_metadata_nests_within_its_bounds(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let metadata = json!({"cart": {"items": [{"sku": "X1", "qty": 2}]}, "tags": ["vip", 3]});
+    let mut request = payload("hola");
+    request["metadata"] = metadata.clone();
+    let (status, body) = shop.send(request).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        shop.app
+            .db
+            .contains("\"items\":[{\"qty\":2,\"sku\":\"X1\"}]")
+            .await,
+        "kept as sent"
+    );
+    let mut too_deep = payload("hola");
+    too_deep["metadata"] = json!({"a": {"b": {"c": {"d": {"e": 1}}}}});
+    let (status, body) = shop.send(too_deep).await;
+    assert_eq!(status, 422, "{body}");
+    assert_nested_error(&body, "VALIDATION_ERROR");
+}

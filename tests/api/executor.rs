@@ -100,9 +100,25 @@ async fn a_passing_test_calls_the_endpoint_as_declared_and_prunes_the_answer(bac
         (Some(1), Some("active"))
     );
     let account = app.store.find_account("acme").await.unwrap().unwrap();
-    let records = app.store.list_test_records(&account, &id).await.unwrap();
+    let records = app
+        .store
+        .list_test_records(&account, &id, 10)
+        .await
+        .unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].status.as_str(), "passed");
+    // The record is readable: the detail shows the latest tests, and each
+    // revision's definition in the history.
+    let tests = detail["tests"].as_array().expect("tests in the detail");
+    assert_eq!(tests.len(), 1, "{detail}");
+    assert_eq!(tests[0]["status"], "passed");
+    assert_eq!(tests[0]["test_id"], records[0].id.as_str());
+    assert_eq!(tests[0]["revision"], 1);
+    assert!(tests[0].get("output").is_none(), "no result body is kept");
+    assert_eq!(
+        detail["revisions"][0]["definition"], detail["definition"],
+        "revision 1 holds the definition as published"
+    );
 }
 
 #[apply(backends)]
@@ -279,7 +295,10 @@ async fn failures_are_recorded_with_their_reason(backend: Backend) {
         );
         let account = app.store.find_account("acme").await.unwrap().unwrap();
         assert_eq!(
-            app.store.list_test_records(&account, &id).await.unwrap()[0]
+            app.store
+                .list_test_records(&account, &id, 10)
+                .await
+                .unwrap()[0]
                 .reason
                 .as_deref(),
             Some(reason)

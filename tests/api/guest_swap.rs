@@ -15,24 +15,7 @@ fn guest(dir: &str, artifact: &str) -> PathBuf {
 async fn the_example_guest_swapped_in_by_configuration_changes_the_rules() {
     let db = TestDb::new(Backend::Sqlite).await;
     let path = guest("examples/guests/prefixed-names", "prefixed_names_guest");
-    assert!(
-        warden_command(&db)
-            .args(["admin", "account", "create", "acme"])
-            .output()
-            .await
-            .unwrap()
-            .status
-            .success()
-    );
-    let out = warden_command(&db)
-        .args(["admin", "key", "issue", "acme"])
-        .output()
-        .await
-        .unwrap();
-    let key = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["api_key"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let key = cli_account_with_key(&db, "acme").await;
     let server =
         ServerProcess::start(&db, &[("WARDEN_POLICY_GUEST", path.to_str().unwrap())]).await;
     let client = reqwest::Client::new();

@@ -222,20 +222,7 @@ impl Sweep {
 
     async fn say_with_image(&mut self, text: &str, image: Vec<u8>) -> Value {
         let payload = json!({"user_id": "u-sweep", "message": {"type": "text", "body": text}});
-        let form = reqwest::multipart::Form::new()
-            .part(
-                "payload",
-                reqwest::multipart::Part::text(payload.to_string())
-                    .mime_str("application/json")
-                    .unwrap(),
-            )
-            .part(
-                "image",
-                reqwest::multipart::Part::bytes(image)
-                    .file_name("photo.png")
-                    .mime_str("image/png")
-                    .unwrap(),
-            );
+        let form = crate::helpers::shop::message_with_image(&payload, image, "image/png");
         let request = self.post("/v1/channels/http/messages").multipart(form);
         let (status, body) = self.call("message with an image", request).await;
         assert_eq!(status, 200, "{body}");

@@ -332,7 +332,11 @@ async fn a_contract_test_names_the_refused_class_and_never_the_resolved_address(
     }
     assert_eq!(lookup.count(), 2);
     let account = app.store.find_account("acme").await.unwrap().unwrap();
-    let records = app.store.list_test_records(&account, &id).await.unwrap();
+    let records = app
+        .store
+        .list_test_records(&account, &id, 10)
+        .await
+        .unwrap();
     assert_eq!(records.len(), 2);
     for record in records {
         assert_eq!(record.reason.as_deref(), Some("address_refused"));

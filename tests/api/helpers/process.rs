@@ -78,3 +78,32 @@ pub fn warden_command(db: &TestDb) -> tokio::process::Command {
         .current_dir(db.dir());
     command
 }
+
+/// Creates `account` and issues it an API key through the real binary's
+/// CLI (for tests whose server is the binary itself); returns the key.
+pub async fn cli_account_with_key(db: &TestDb, account: &str) -> String {
+    let created = warden_command(db)
+        .args(["admin", "account", "create", account])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let issued = warden_command(db)
+        .args(["admin", "key", "issue", account])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        issued.status.success(),
+        "{}",
+        String::from_utf8_lossy(&issued.stderr)
+    );
+    serde_json::from_slice::<serde_json::Value>(&issued.stdout).unwrap()["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}

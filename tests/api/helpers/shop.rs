@@ -189,20 +189,7 @@ impl Shop {
     /// `image` part of this type.
     pub async fn send_with_image(&self, text: &str, mime: &str, image: Vec<u8>) -> (u16, Value) {
         let payload = json!({"message": {"type": "text", "body": text}});
-        let form = reqwest::multipart::Form::new()
-            .part(
-                "payload",
-                reqwest::multipart::Part::text(payload.to_string())
-                    .mime_str("application/json")
-                    .unwrap(),
-            )
-            .part(
-                "image",
-                reqwest::multipart::Part::bytes(image)
-                    .file_name("photo")
-                    .mime_str(mime)
-                    .unwrap(),
-            );
+        let form = message_with_image(&payload, image, mime);
         self.app.send_multipart(&self.key, form).await
     }
 
@@ -305,4 +292,23 @@ pub fn trace(body: &Value) -> Vec<(String, Option<String>, String)> {
             )
         })
         .collect()
+}
+
+/// A message request as multipart: the `payload` part (JSON) and one
+/// `image` part of type `mime`.
+pub fn message_with_image(payload: &Value, image: Vec<u8>, mime: &str) -> reqwest::multipart::Form {
+    reqwest::multipart::Form::new()
+        .part(
+            "payload",
+            reqwest::multipart::Part::text(payload.to_string())
+                .mime_str("application/json")
+                .unwrap(),
+        )
+        .part(
+            "image",
+            reqwest::multipart::Part::bytes(image)
+                .file_name("photo")
+                .mime_str(mime)
+                .unwrap(),
+        )
 }
