@@ -534,6 +534,7 @@ mod tests {
         assert_eq!(rules_of(valid(), Options::default()), vec![]);
         let mut d = valid();
         d["result_handling"] = json!("host_interaction");
+        d["output_schema"] = crate::interaction::complete_output_schema();
         d["context_bindings"] =
             json!({"order": {"from_capability": "recent_orders", "field": "order"}});
         assert_eq!(rules_of(d, Options::default()), vec![]);

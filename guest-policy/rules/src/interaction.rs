@@ -314,6 +314,23 @@ fn timestamp_in_range(s: &str) -> bool {
         && offset_ok
 }
 
+/// An output schema that keeps every member of every kind (tests).
+#[cfg(test)]
+pub(crate) fn complete_output_schema() -> Value {
+    let s = |n: u64| json!({"type": "string", "maxLength": n});
+    json!({"type": "object", "additionalProperties": false, "properties": {
+        "type": {"type": "string", "maxLength": 32, "enum": ["confirm_operation", "selection", "not_found"]},
+        "operation": s(64), "operation_ref": s(256), "selection_ref": s(256), "expires_at": s(40),
+        "title": s(200),
+        "preview": {"type": "object", "additionalProperties": false, "properties": {
+            "title": s(200),
+            "fields": {"type": "array", "maxItems": 20, "items": {"type": "object",
+                "additionalProperties": false, "properties": {"label": s(100), "value": s(500)}}}}},
+        "options": {"type": "array", "maxItems": 20, "items": {"type": "object",
+            "additionalProperties": false,
+            "properties": {"option_ref": s(256), "label": s(200), "description": s(500)}}}}})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,21 +398,6 @@ mod tests {
         assert_eq!(shape(bad_ref).unwrap_err()[0].rule, "pattern-mismatch");
         assert_eq!(shape(json!({"type": "selection", "operation": "x", "selection_ref": "s", "expires_at": "2026-11-22T15:00:00Z",
             "title": "t", "options": []})).unwrap_err()[0].rule, "array-too-short");
-    }
-
-    fn complete_output_schema() -> Value {
-        let s = |n: u64| json!({"type": "string", "maxLength": n});
-        json!({"type": "object", "additionalProperties": false, "properties": {
-            "type": {"type": "string", "maxLength": 32, "enum": ["confirm_operation", "selection", "not_found"]},
-            "operation": s(64), "operation_ref": s(256), "selection_ref": s(256), "expires_at": s(40),
-            "title": s(200),
-            "preview": {"type": "object", "additionalProperties": false, "properties": {
-                "title": s(200),
-                "fields": {"type": "array", "maxItems": 20, "items": {"type": "object",
-                    "additionalProperties": false, "properties": {"label": s(100), "value": s(500)}}}}},
-            "options": {"type": "array", "maxItems": 20, "items": {"type": "object",
-                "additionalProperties": false,
-                "properties": {"option_ref": s(256), "label": s(200), "description": s(500)}}}}})
     }
 
     fn output_rules(schema: &Value) -> Vec<(String, String)> {

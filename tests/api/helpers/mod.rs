@@ -14,7 +14,7 @@ pub mod shop;
 
 pub use app::TestApp;
 pub use db::TestDb;
-pub use process::{ServerProcess, warden_command};
+pub use process::{ServerProcess, cli_account_with_key, warden_command};
 pub use rstest::rstest;
 pub use rstest_reuse::apply;
 use rstest_reuse::template;
