@@ -16,6 +16,7 @@ mod crash;
 mod crash_harness;
 mod credentials;
 mod diagnostics;
+mod dialogues;
 mod errors;
 mod executor;
 mod gaps;
