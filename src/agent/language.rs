@@ -199,7 +199,33 @@ const OPERATION_VERBS: &[&str] = &[
     "make",
     "start",
     "request",
+    "borrar",
+    "borra",
+    "borre",
+    "eliminar",
+    "elimina",
+    "elimine",
+    "delete",
+    "remove",
 ];
+
+/// "devolverlo", "cambiarla", "cancélamelo": a Spanish verb with the
+/// pronouns written onto it, as the bare verb.
+fn without_enclitics(word: &str) -> &str {
+    const ENCLITICS: &[&str] = &[
+        "selos", "selas", "melo", "mela", "melos", "melas", "selo", "sela", "los", "las", "les",
+        "nos", "lo", "la", "le", "me", "te", "se",
+    ];
+    for e in ENCLITICS {
+        if let Some(stem) = word.strip_suffix(e)
+            && stem.chars().count() >= 4
+            && (stem.ends_with('r') || OPERATION_VERBS.contains(&stem))
+        {
+            return stem;
+        }
+    }
+    word
+}
 
 /// Operations named as nouns: they count only after a request word ("quiero
 /// una devolución", "I'd like a refund"), never alone ("¿ya está hecha la
@@ -231,7 +257,10 @@ const REQUEST_WORDS: &[&str] = &[
 /// ("Cambia la dirección del pedido A-1001", "cancel my order"). A mention
 /// is not a request: "¿Ya está hecha la devolución?".
 pub fn has_operation_intent(text: &str) -> bool {
-    let w = words(text);
+    let w: Vec<String> = words(text)
+        .iter()
+        .map(|x| without_enclitics(x).to_owned())
+        .collect();
     let opens_with_verb = w
         .iter()
         .find(|x| {
@@ -266,6 +295,113 @@ pub fn has_operation_intent(text: &str) -> bool {
             .any(|x| OPERATION_NOUNS.contains(&x.as_str()));
         verb || noun
     })
+}
+
+/// A question word: "¿dónde…?", "what…", "is it…?".
+pub fn is_interrogative(word: &str) -> bool {
+    matches!(
+        word,
+        "que"
+            | "cual"
+            | "cuales"
+            | "donde"
+            | "adonde"
+            | "cuando"
+            | "como"
+            | "cuanto"
+            | "cuantos"
+            | "cuanta"
+            | "cuantas"
+            | "quien"
+            | "quienes"
+            | "what"
+            | "which"
+            | "where"
+            | "when"
+            | "how"
+            | "who"
+            | "whose"
+            | "why"
+    )
+}
+
+/// Words that open a new request: "dime…", "tell me…", "quiero…".
+fn is_request_word(word: &str) -> bool {
+    REQUEST_WORDS.contains(&word)
+        || matches!(
+            word,
+            "dime"
+                | "dame"
+                | "muestrame"
+                | "ensename"
+                | "tell"
+                | "show"
+                | "give"
+                | "check"
+                | "mira"
+        )
+}
+
+/// A new question or request rather than a bare value: it holds a question
+/// word or a request word ("Mejor dime dónde está mi pedido A-1001").
+pub fn asks_something(text: &str) -> bool {
+    text.contains(['?', '¿'])
+        || words(text)
+            .iter()
+            .any(|w| is_interrogative(w) || is_request_word(w))
+}
+
+/// What a short answer says after its lead-in: "En Madrid" → "Madrid",
+/// "Es la Tienda Diagonal" → "Tienda Diagonal", "It's Trafford Store" →
+/// "Trafford Store". An article the value itself starts with stays
+/// ("El Corte Inglés").
+pub fn without_lead_in(text: &str) -> &str {
+    const LEAD_INS: &[&str] = &[
+        "en",
+        "in",
+        "at",
+        "desde",
+        "from",
+        "es",
+        "it's",
+        "its",
+        "it is",
+        "is",
+        "son",
+        "seria",
+        "sería",
+        "i mean",
+        "me refiero a",
+        "la de",
+        "el de",
+        "the one in",
+        "de",
+    ];
+    const ARTICLES: &[&str] = &["el", "la", "los", "las", "the"];
+    let mut rest = text.trim();
+    let mut stripped = false;
+    loop {
+        let lower = rest.to_lowercase();
+        let Some(lead) = LEAD_INS.iter().find(|l| {
+            lower.starts_with(*l)
+                && lower[l.len()..].starts_with(char::is_whitespace)
+                && rest.len() > l.len()
+        }) else {
+            break;
+        };
+        rest = rest[lead.len()..].trim_start();
+        stripped = true;
+    }
+    if stripped {
+        let lower = rest.to_lowercase();
+        if let Some(article) = ARTICLES
+            .iter()
+            .find(|a| lower.starts_with(*a) && lower[a.len()..].starts_with(char::is_whitespace))
+        {
+            rest = rest[article.len()..].trim_start();
+        }
+    }
+    rest
 }
 
 /// Thanks or a goodbye, and nothing else: "Muchas gracias", "Vale, gracias",
@@ -354,7 +490,10 @@ pub fn is_stopword(word: &str) -> bool {
         "ya", "yo", "quiero", "saber", "dime", "puedes", "favor", "hola", "an", "and", "are",
         "can", "do", "does", "for", "from", "how", "i", "is", "it", "me", "my", "of", "on", "or",
         "please", "the", "this", "to", "what", "which", "who", "with", "you", "your", "want",
-        "know", "tell", "about", "use", "user", "asks", "pregunta", "usuario",
+        "know", "tell", "about", "use", "user", "asks", "pregunta", "usuario", "there", "any",
+        "some", "one", "have", "has", "had", "will", "was", "were", "been", "just", "also",
+        "tambien", "alguna", "alguno", "algun", "tiene", "tienen", "teneis", "otros", "otras",
+        "otro", "otra", "other", "others", "that", "dices",
     ];
     word.chars().count() < 3 || STOP.contains(&word)
 }
@@ -373,7 +512,7 @@ impl Language {
             "that", "have", "has", "need", "like", "get", "at", "with", "store", "open", "close",
             "opening", "hours", "points", "many", "much", "there", "don", "t", "s", "m", "yes",
             "other", "one", "just", "tell", "me", "a", "an", "be", "will", "check", "status",
-            "address",
+            "address", "cancel", "thank", "bye",
         ];
         const ES: &[&str] = &[
             "el",
@@ -511,9 +650,34 @@ mod tests {
     }
 
     #[test]
+    fn intent_with_pronouns_written_on_and_deletions() {
+        assert!(has_operation_intent("Quiero devolverlo"));
+        assert!(has_operation_intent("¿Puedes cambiármela?"));
+        assert!(has_operation_intent("Please delete my order B-2001"));
+        assert!(has_operation_intent("Borra mi pedido A-1001"));
+        assert!(!has_operation_intent("¿Ya está hecha la devolución?"));
+        assert!(!has_operation_intent("Lo devolví la semana pasada"));
+    }
+
+    #[test]
+    fn questions_requests_and_lead_ins() {
+        assert!(asks_something("Mejor dime dónde está mi pedido A-1001"));
+        assert!(asks_something("what about the other one"));
+        assert!(!asks_something("Tienda Diagonal"));
+        assert!(!asks_something("Covent Garden Store"));
+        assert_eq!(without_lead_in("En Madrid"), "Madrid");
+        assert_eq!(without_lead_in("It's Trafford Store"), "Trafford Store");
+        assert_eq!(without_lead_in("Es la Tienda Diagonal"), "Tienda Diagonal");
+        assert_eq!(without_lead_in("La Tienda Diagonal"), "La Tienda Diagonal");
+        assert_eq!(without_lead_in("en"), "en");
+    }
+
+    #[test]
     fn folding_and_language() {
         assert_eq!(fold("Dirección ÁRBOL"), "direccion arbol");
         assert_eq!(Language::of("Where is my order?"), Language::English);
         assert_eq!(Language::of("¿Dónde está mi pedido?"), Language::Spanish);
+        assert_eq!(Language::of("cancel"), Language::English);
+        assert_eq!(Language::of("cancelar"), Language::Spanish);
     }
 }

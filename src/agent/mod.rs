@@ -7,13 +7,15 @@
 //! - `arguments`: values from the user's words; `patterns`: which of them
 //!   fit a property's `pattern`, judged by the policy guest; `references`: rule 4;
 //!   `pending`: rule 12; `grounding`: rules 5 and 6; `language`: the
-//!   clauses the engine recognises; `texts`: its fixed replies;
+//!   clauses the engine recognises; `lexicon`: the domain's words by
+//!   concept, in Spanish and English; `texts`: its fixed replies;
 //!   `trace`: the capability trace (2.4).
 
 pub mod arguments;
 pub mod engine;
 pub mod grounding;
 pub mod language;
+pub mod lexicon;
 pub mod patterns;
 pub mod pending;
 pub mod planner;

@@ -1,0 +1,226 @@
+//! The service domain's words in Spanish and English, grouped by concept:
+//! "puntos de fidelidad" and "loyalty points" are the same two concepts, so
+//! a Spanish question finds a capability described in English and the other
+//! way round. Words are folded (`language::fold`); a word belongs to a
+//! concept when it starts with one of the concept's stems.
+//!
+//! Used by the built-in planner to select capabilities, by `arguments` to
+//! tell a store's name from a city's, and by the engine to ask for a value
+//! in the conversation's language when the schema describes it in the other.
+
+use super::language::Language;
+
+/// One concept of the lexicon.
+#[derive(Debug)]
+pub struct Concept {
+    pub key: &'static str,
+    stems: &'static [&'static str],
+    /// A specific thing a user asks for: when no offered capability
+    /// mentions it, none fits ("¿cuánto cuesta?" is not an order status).
+    pub topic: bool,
+    /// An operation a preparation capability may prepare (rule 8 selects a
+    /// preparation only for the operation the user asks for).
+    pub operation: bool,
+    /// How to ask for a value of this concept: Spanish, English.
+    pub ask: Option<(&'static str, &'static str)>,
+}
+
+const fn c(key: &'static str, stems: &'static [&'static str]) -> Concept {
+    Concept {
+        key,
+        stems,
+        topic: false,
+        operation: false,
+        ask: None,
+    }
+}
+
+const fn topic(key: &'static str, stems: &'static [&'static str]) -> Concept {
+    Concept {
+        topic: true,
+        ..c(key, stems)
+    }
+}
+
+const fn operation(key: &'static str, stems: &'static [&'static str]) -> Concept {
+    Concept {
+        topic: true,
+        operation: true,
+        ..c(key, stems)
+    }
+}
+
+const fn asked(
+    key: &'static str,
+    stems: &'static [&'static str],
+    es: &'static str,
+    en: &'static str,
+) -> Concept {
+    Concept {
+        ask: Some((es, en)),
+        ..c(key, stems)
+    }
+}
+
+/// First match wins: a longer, more specific stem goes before a shorter one
+/// it starts with.
+const LEXICON: &[Concept] = &[
+    asked(
+        "#order",
+        &["pedido", "order", "compra", "purchase"],
+        "el número de pedido",
+        "the order number",
+    ),
+    c(
+        "#shipping",
+        &[
+            "envio", "enviad", "envia", "ship", "entreg", "deliver", "paquet", "parcel", "llega",
+            "llegar", "arriv",
+        ],
+    ),
+    topic("#tracking", &["seguim", "rastre", "track"]),
+    c("#carrier", &["transport", "carrier", "mensajer", "courier"]),
+    asked(
+        "#store",
+        &["tienda", "store", "shop", "sucursal", "branch"],
+        "el nombre de la tienda",
+        "the store's name",
+    ),
+    topic(
+        "#hours",
+        &[
+            "horari", "hora", "hour", "abre", "abrir", "abren", "abiert", "open", "cierra",
+            "cierran", "cerra", "cerrad", "close", "closing", "schedul",
+        ],
+    ),
+    topic("#points", &["punto", "point"]),
+    topic(
+        "#loyalty",
+        &["fidelid", "lealtad", "loyal", "reward", "recompens"],
+    ),
+    c("#balance", &["saldo", "balanc"]),
+    asked(
+        "#customer",
+        &["client", "custom"],
+        "el nombre del cliente",
+        "the customer's name",
+    ),
+    asked(
+        "#address",
+        &["direcc", "domicil", "address"],
+        "la dirección",
+        "the address",
+    ),
+    operation(
+        "#return",
+        &[
+            "devoluc", "devolv", "devuel", "return", "refund", "reembols",
+        ],
+    ),
+    topic(
+        "#invoice",
+        &["factura", "invoice", "bill", "recibo", "receipt"],
+    ),
+    topic("#payment", &["pago", "pagar", "pay"]),
+    topic("#price", &["precio", "price", "cost", "cuesta"]),
+    c("#product", &["product", "articul", "item", "prenda"]),
+    topic(
+        "#stock",
+        &["stock", "disponib", "availab", "inventar", "existenc"],
+    ),
+    c("#status", &["estado", "status", "situac"]),
+    operation("#appointment", &["cita", "appoint"]),
+    operation("#booking", &["reserv", "book"]),
+    c("#account", &["cuenta", "account"]),
+    operation("#change", &["cambi", "change", "modific", "modify"]),
+    operation("#cancel", &["cancel", "anula"]),
+    operation("#delete", &["borr", "elimin", "delet", "remov", "suprim"]),
+    asked(
+        "#city",
+        &["ciudad", "city", "town"],
+        "la ciudad",
+        "the city",
+    ),
+    c("#where", &["donde", "where", "ubicac", "locat"]),
+    asked(
+        "#card",
+        &["tarjeta", "card"],
+        "el número de tarjeta",
+        "the card number",
+    ),
+    c("#number", &["numer", "number"]),
+    c("#check", &["consult", "check", "comprob"]),
+];
+
+/// The concept a folded word belongs to, if any.
+pub fn concept(word: &str) -> Option<&'static Concept> {
+    LEXICON
+        .iter()
+        .find(|c| c.stems.iter().any(|s| word.starts_with(s)))
+}
+
+/// The concepts of a text's words, in order, without repeats.
+pub fn concepts(text: &str) -> Vec<&'static Concept> {
+    let mut out: Vec<&'static Concept> = Vec::new();
+    for word in super::language::words(text) {
+        if let Some(found) = concept(&word)
+            && !out.iter().any(|c| c.key == found.key)
+        {
+            out.push(found);
+        }
+    }
+    out
+}
+
+/// How to ask for a value named `name` (a property's name, in words) in
+/// `language`, when the lexicon knows its concept.
+pub fn ask_label(name: &str, language: Language) -> Option<&'static str> {
+    concepts(name)
+        .into_iter()
+        .find_map(|c| c.ask)
+        .map(|(es, en)| match language {
+            Language::Spanish => es,
+            Language::English => en,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(text: &str) -> Vec<&'static str> {
+        let mut keys: Vec<&str> = concepts(text).into_iter().map(|c| c.key).collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    #[test]
+    fn the_same_concepts_in_both_languages() {
+        assert_eq!(
+            keys("¿Cuántos puntos de fidelidad tengo?"),
+            keys("How many loyalty points do I have?")
+        );
+        assert_eq!(keys("¿Cuándo llega mi pedido?"), ["#order", "#shipping"]);
+        assert_eq!(keys("When will my order arrive?"), ["#order", "#shipping"]);
+        assert_eq!(keys("¿A qué hora abre?"), ["#hours"]);
+        // A month is not an opening time.
+        assert!(keys("el 3 de abril").is_empty());
+    }
+
+    #[test]
+    fn topics_operations_and_questions() {
+        assert!(concept("precio").is_some_and(|c| c.topic && !c.operation));
+        assert!(concept("devolucion").is_some_and(|c| c.operation));
+        assert!(concept("borra").is_some_and(|c| c.operation));
+        assert!(concept("pedido").is_some_and(|c| !c.topic));
+        assert_eq!(
+            ask_label("order", Language::English),
+            Some("the order number")
+        );
+        assert_eq!(
+            ask_label("card", Language::Spanish),
+            Some("el número de tarjeta")
+        );
+        assert_eq!(ask_label("colour", Language::Spanish), None);
+    }
+}
