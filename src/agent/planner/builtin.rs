@@ -4,14 +4,33 @@
 //! examples, and fills arguments only from the user's words
 //! (`crate::agent::arguments`). The engine does the rest: history,
 //! references, clarifications, every runtime rule.
+//!
+//! Selection, in order (docs/conversation.md tells the whole story):
+//! - the message's *focus*: with several clauses, its questions first, in
+//!   the order asked ("¿Dónde está mi pedido A-1001 y qué pedidos tiene
+//!   Luis?" asks about the order first); the whole message last;
+//! - words become concepts of the bilingual lexicon (`lexicon`) or short
+//!   stems; a word shared with a capability weighs more the fewer offered
+//!   capabilities mention it ("tracking" decides, "order" hardly), double
+//!   in the capability's name, a little more when the very word is there;
+//! - a topic no offered capability mentions (a price, an invoice, opening
+//!   hours of a disabled capability) means none fits;
+//! - a preparation capability competes only after an operation intent
+//!   (rule 8) and only for the operation asked for ("devolver" prepares a
+//!   return, never an address change);
+//! - each required argument the focus provides adds one; a tie goes to the
+//!   conversation's last capability, then to one of its family.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
 use super::{CapabilityOffer, Plan, PlanOutcome, PlanRequest};
 use crate::agent::arguments;
-use crate::agent::language::{has_operation_intent, is_greeting, is_stopword, words};
+use crate::agent::language::{
+    has_operation_intent, is_greeting, is_interrogative, is_stopword, words,
+};
+use crate::agent::lexicon;
 
 pub const MODEL_NAME: &str = "warden-builtin";
 
@@ -29,47 +48,48 @@ impl BuiltinPlanner {
 }
 
 fn decide(request: &PlanRequest<'_>) -> Plan {
-    let message_words = content_words(request.message);
     let intent = has_operation_intent(request.message);
-    let family = request
-        .previous_capability
-        .map(|name| content_words(&name.replace(['_', '-'], " ")))
-        .unwrap_or_default();
-    let best = request
-        .capabilities
-        .iter()
-        // Rule 8: a preparation capability only after an operation intent.
-        .filter(|c| intent || !c.preparation)
-        .map(|c| {
-            let s = score(c, &message_words, request.message);
-            // A follow-up stays with the family of the last call: a tie
-            // goes to the capability that shares a name word with it.
-            let kin = s > 0
-                && content_words(&c.name.replace(['_', '-'], " "))
-                    .iter()
-                    .any(|w| family.contains(w));
-            (s * 2 + usize::from(kin), c)
+    let index = Index::new(request.capabilities);
+    let asked_operations: HashSet<&str> = lexicon::concepts(request.message)
+        .into_iter()
+        .filter(|c| c.operation)
+        .map(|c| c.key)
+        .collect();
+    // Rule 8: a preparation capability only after an operation intent, and
+    // only one that prepares the operation asked for.
+    let eligible: Vec<usize> = (0..request.capabilities.len())
+        .filter(|&i| {
+            let c = &request.capabilities[i];
+            !c.preparation
+                || (intent
+                    && index.keys[i]
+                        .iter()
+                        .any(|k| asked_operations.contains(k.as_str())))
         })
-        .filter(|(s, _)| *s > 0)
-        // Highest score; on a tie the earlier published capability.
-        .fold(
-            None::<(usize, &CapabilityOffer)>,
-            |best, (s, c)| match best {
-                Some((b, _)) if b >= s => best,
-                _ => Some((s, c)),
-            },
-        );
+        .collect();
+    for focus in focus(request.message) {
+        if let Some(capability) = select(request, &index, &eligible, focus) {
+            return Plan::Call {
+                capability: capability.name.clone(),
+                arguments: arguments::extract(
+                    &capability.input_schema,
+                    &capability.patterns,
+                    request.message,
+                ),
+            };
+        }
+    }
     // "¿Y la Tienda Triana?", "and tomorrow?": a short follow-up that names
     // no capability asks the last one again.
-    let best = best.or_else(|| {
-        let previous = request.previous_capability?;
-        is_follow_up(request.message)
-            .then(|| request.capabilities.iter().find(|c| c.name == previous))
-            .flatten()
-            .filter(|c| intent || !c.preparation)
-            .map(|c| (1, c))
-    });
-    if let Some((_, capability)) = best {
+    if let Some(previous) = request.previous_capability
+        && is_follow_up(request.message)
+        && let Some(i) = eligible
+            .iter()
+            .copied()
+            .find(|&i| request.capabilities[i].name == previous)
+        && !index.has_uncovered_topic(request.message)
+    {
+        let capability = &request.capabilities[i];
         return Plan::Call {
             capability: capability.name.clone(),
             arguments: arguments::extract(
@@ -85,10 +105,233 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
         };
     }
     let topics = &request.policy.topics;
-    if !topics.is_empty() && !topics.iter().any(|(n, d)| overlaps(&message_words, n, d)) {
+    let message_keys = keys(request.message);
+    if !topics.is_empty() && !topics.iter().any(|(n, d)| overlaps(&message_keys, n, d)) {
         return Plan::OutOfScope;
     }
     Plan::NoCapability
+}
+
+/// The best eligible capability for one focus of the message, if any
+/// shares a word with it and it asks for nothing no capability offers.
+fn select<'c>(
+    request: &PlanRequest<'c>,
+    index: &Index,
+    eligible: &[usize],
+    focus: &str,
+) -> Option<&'c CapabilityOffer> {
+    if index.has_uncovered_topic(focus) {
+        return None;
+    }
+    let focus_words = content_words(focus);
+    let family = request
+        .previous_capability
+        .map(|name| keys(&name.replace(['_', '-'], " ")))
+        .unwrap_or_default();
+    let mut best: Option<(f64, usize)> = None;
+    for &i in eligible {
+        let capability = &request.capabilities[i];
+        let mut score = 0.0;
+        for (key, word) in &focus_words {
+            let weight = index.weight(key);
+            if index.name_keys[i].contains(key) {
+                score += 2.0 * weight;
+            } else if index.keys[i].contains(key) {
+                score += weight;
+            }
+            // The very word, not only its stem or concept: "my order" is
+            // closer to `order_status` than to `customer_orders`.
+            if index.words[i].contains(word) {
+                score += 0.25;
+            }
+        }
+        if score < 0.5 {
+            continue;
+        }
+        let provided = arguments::extract(&capability.input_schema, &capability.patterns, focus);
+        score += arguments::required(&capability.input_schema)
+            .iter()
+            .filter(|r| provided.contains_key(**r))
+            .count() as f64;
+        // A follow-up stays with the last call, then with its family.
+        if request.previous_capability == Some(capability.name.as_str()) {
+            score += 0.5;
+        } else if index.name_keys[i].iter().any(|k| family.contains(k)) {
+            score += 0.25;
+        }
+        // Highest score; on a tie the earlier offered capability.
+        if best.is_none_or(|(b, _)| score > b + 1e-9) {
+            best = Some((score, i));
+        }
+    }
+    best.map(|(_, i)| &request.capabilities[i])
+}
+
+/// What each offered capability speaks of, and how rare each key is.
+struct Index {
+    /// Keys (concepts or stems) of each capability's name.
+    name_keys: Vec<HashSet<String>>,
+    /// Keys of its name, description, `when_to_use` and examples.
+    keys: Vec<HashSet<String>>,
+    /// Its folded words as written.
+    words: Vec<HashSet<String>>,
+    /// How many capabilities mention each key.
+    mentions: HashMap<String, usize>,
+}
+
+impl Index {
+    fn new(capabilities: &[CapabilityOffer]) -> Index {
+        let mut index = Index {
+            name_keys: Vec::new(),
+            keys: Vec::new(),
+            words: Vec::new(),
+            mentions: HashMap::new(),
+        };
+        for capability in capabilities {
+            let name = capability.name.replace(['_', '-'], " ");
+            let mut text = format!(
+                "{name} {} {}",
+                capability.description, capability.when_to_use
+            );
+            for example in &capability.examples {
+                collect_strings(example, &mut text);
+            }
+            let all = keys(&text);
+            for key in &all {
+                *index.mentions.entry(key.clone()).or_default() += 1;
+            }
+            index.name_keys.push(keys(&name));
+            index.keys.push(all);
+            index.words.push(words(&text).into_iter().collect());
+        }
+        index
+    }
+
+    /// Rarer is weightier: a key every capability mentions says little.
+    fn weight(&self, key: &str) -> f64 {
+        let total = self.keys.len().max(1) as f64;
+        let mentions = self.mentions.get(key).copied().unwrap_or(0).max(1) as f64;
+        (1.0 + total / mentions).ln()
+    }
+
+    /// The text asks for something specific no offered capability speaks of.
+    fn has_uncovered_topic(&self, text: &str) -> bool {
+        lexicon::concepts(text)
+            .iter()
+            .any(|c| c.topic && !self.mentions.contains_key(c.key))
+    }
+}
+
+/// The parts of a message to select for, most telling first: with several
+/// clauses, the questions in the order asked; then the whole message.
+fn focus(message: &str) -> Vec<&str> {
+    let mut questions = Vec::new();
+    let mut clauses = 0;
+    for (sentence, asked) in sentences(message) {
+        for clause in split_before_questions(sentence) {
+            clauses += 1;
+            let first = words(clause)
+                .into_iter()
+                .find(|w| !matches!(w.as_str(), "y" | "and" | "e" | "pero" | "but"));
+            if asked || first.as_deref().is_some_and(is_interrogative) {
+                questions.push(clause);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if clauses > 1 {
+        out.extend(questions);
+    }
+    out.push(message);
+    out
+}
+
+/// Sentences, each with whether it was asked (`¿…?` or ending in `?`).
+fn sentences(message: &str) -> Vec<(&str, bool)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut opened = false;
+    for (at, ch) in message.char_indices() {
+        match ch {
+            '¿' => {
+                let before = message[start..at].trim();
+                if !before.is_empty() {
+                    out.push((before, false));
+                }
+                start = at + ch.len_utf8();
+                opened = true;
+            }
+            '?' | '.' | '!' | ';' | '\n' => {
+                let text = message[start..at].trim();
+                if !text.is_empty() {
+                    out.push((text, opened || ch == '?'));
+                }
+                start = at + ch.len_utf8();
+                opened = false;
+            }
+            _ => {}
+        }
+    }
+    let rest = message[start..].trim();
+    if !rest.is_empty() {
+        out.push((rest, opened));
+    }
+    out
+}
+
+/// "¿Dónde está mi pedido y qué pedidos tiene Luis?" → two clauses: a
+/// sentence is cut before "y"/"and" (or a comma) followed by a question word.
+fn split_before_questions(sentence: &str) -> Vec<&str> {
+    let mut cuts = Vec::new();
+    let tokens: Vec<(usize, &str)> = sentence
+        .split_whitespace()
+        .map(|t| (t.as_ptr() as usize - sentence.as_ptr() as usize, t))
+        .collect();
+    for (i, (at, token)) in tokens.iter().enumerate() {
+        let folded =
+            crate::agent::language::fold(token.trim_matches(|c: char| !c.is_alphanumeric()));
+        let joins = matches!(folded.as_str(), "y" | "and" | "e");
+        // "y qué…", "and what…", "y a qué hora…", "and at what time…".
+        let asks_at = |j: usize| {
+            tokens
+                .get(j)
+                .is_some_and(|(_, t)| words(t).first().is_some_and(|w| is_interrogative(w)))
+        };
+        let preposition = tokens.get(i + 1).is_some_and(|(_, t)| {
+            matches!(
+                crate::agent::language::fold(t).as_str(),
+                "a" | "de" | "en" | "por" | "para" | "con" | "at" | "in" | "for" | "on" | "to"
+            )
+        });
+        let next_asks = asks_at(i + 1) || (preposition && asks_at(i + 2));
+        let after_comma = i > 0 && tokens[i - 1].1.ends_with(',');
+        let asks_here = words(token).first().is_some_and(|w| is_interrogative(w));
+        if (i > 0 && next_asks && joins) || (after_comma && asks_here) {
+            cuts.push(*at);
+        }
+    }
+    let mut out = Vec::new();
+    let mut start = 0;
+    for cut in cuts {
+        let part = sentence[start..cut].trim().trim_end_matches(',').trim();
+        if !part.is_empty() {
+            out.push(part);
+        }
+        start = cut;
+    }
+    let last = sentence[start..].trim();
+    if !last.is_empty() {
+        out.push(last);
+    }
+    out.into_iter()
+        .map(|part| {
+            ["y ", "Y ", "and ", "And ", "e "]
+                .iter()
+                .find_map(|c| part.strip_prefix(c))
+                .unwrap_or(part)
+                .trim()
+        })
+        .collect()
 }
 
 fn greeting(message: &str) -> &'static str {
@@ -98,85 +341,22 @@ fn greeting(message: &str) -> &'static str {
     }
 }
 
-/// Content words reduced to a short stem, so "pedidos" meets "pedido", or
-/// to their concept in the bilingual lexicon, so "puntos de fidelidad"
-/// meets "loyalty points".
-fn content_words(text: &str) -> HashSet<String> {
-    words(text)
-        .into_iter()
-        .filter(|w| !is_stopword(w))
-        .map(|w| concept(&w).map_or_else(|| stem(&w), str::to_owned))
-        .collect()
+/// Content words as `(key, word)`: the key is the word's concept in the
+/// bilingual lexicon ("puntos de fidelidad" meets "loyalty points") or its
+/// short stem ("pedidos" meets "pedido").
+fn content_words(text: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for word in words(text).into_iter().filter(|w| !is_stopword(w)) {
+        let key = lexicon::concept(&word).map_or_else(|| stem(&word), |c| c.key.to_owned());
+        if !out.iter().any(|(k, _)| *k == key) {
+            out.push((key, word));
+        }
+    }
+    out
 }
 
-/// The service domain's words in Spanish and English, by concept. A word
-/// belongs to a concept when it starts with one of the concept's stems.
-const LEXICON: &[(&str, &[&str])] = &[
-    ("#order", &["pedido", "order", "compra", "purchase"]),
-    (
-        "#shipping",
-        &[
-            "envio", "enviad", "ship", "entreg", "deliver", "paquet", "parcel",
-        ],
-    ),
-    ("#tracking", &["seguim", "rastre", "track"]),
-    ("#carrier", &["transport", "carrier", "mensajer", "courier"]),
-    (
-        "#store",
-        &["tienda", "store", "shop", "local", "sucursal", "branch"],
-    ),
-    (
-        "#hours",
-        &[
-            "horari", "hora", "hour", "abre", "abri", "abiert", "open", "cierra", "cerra",
-            "cerrad", "close", "closing", "schedul",
-        ],
-    ),
-    ("#points", &["punto", "point"]),
-    (
-        "#loyalty",
-        &["fidelid", "lealtad", "loyal", "reward", "recompens"],
-    ),
-    ("#balance", &["saldo", "balanc"]),
-    ("#customer", &["client", "custom"]),
-    ("#address", &["direcc", "domicil", "address"]),
-    (
-        "#return",
-        &[
-            "devoluc", "devolv", "devuel", "return", "refund", "reembols",
-        ],
-    ),
-    (
-        "#invoice",
-        &["factura", "invoice", "bill", "recibo", "receipt"],
-    ),
-    ("#payment", &["pago", "pagar", "pay"]),
-    (
-        "#price",
-        &["precio", "price", "cost", "cuesta", "cuanto cuesta"],
-    ),
-    ("#product", &["product", "articul", "item", "prenda"]),
-    (
-        "#stock",
-        &["stock", "disponib", "availab", "inventar", "existenc"],
-    ),
-    ("#status", &["estado", "status", "situac"]),
-    ("#appointment", &["cita", "appoint"]),
-    ("#booking", &["reserv", "book"]),
-    ("#account", &["cuenta", "account"]),
-    ("#change", &["cambi", "change", "modific", "modify"]),
-    ("#cancel", &["cancel", "anula"]),
-    ("#city", &["ciudad", "city", "town"]),
-    ("#where", &["donde", "where", "ubicac", "locat"]),
-    ("#when", &["cuando", "when"]),
-    ("#time", &["tiempo", "time", "plazo"]),
-];
-
-fn concept(word: &str) -> Option<&'static str> {
-    LEXICON
-        .iter()
-        .find(|(_, stems)| stems.iter().any(|s| word.starts_with(s)))
-        .map(|(concept, _)| *concept)
+fn keys(text: &str) -> HashSet<String> {
+    content_words(text).into_iter().map(|(k, _)| k).collect()
 }
 
 /// "¿Y la Tienda Triana?", "and on Sunday?", "what about A-1002?".
@@ -195,33 +375,8 @@ fn stem(word: &str) -> String {
 }
 
 fn overlaps(message: &HashSet<String>, name: &str, description: &str) -> bool {
-    let topic = content_words(&format!("{name} {description}"));
+    let topic = keys(&format!("{name} {description}"));
     message.iter().any(|w| topic.contains(w))
-}
-
-/// Shared content words (a word of the capability's name counts double),
-/// plus one for each required argument the message itself provides.
-fn score(capability: &CapabilityOffer, message: &HashSet<String>, message_text: &str) -> usize {
-    let name = content_words(&capability.name.replace(['_', '-'], " "));
-    let mut text = format!("{} {}", capability.description, capability.when_to_use);
-    for example in &capability.examples {
-        collect_strings(example, &mut text);
-    }
-    let body = content_words(&text);
-    let words: usize = message
-        .iter()
-        .map(|w| usize::from(name.contains(w)) * 2 + usize::from(body.contains(w)))
-        .sum();
-    if words == 0 {
-        return 0;
-    }
-    let provided = arguments::extract(&capability.input_schema, &capability.patterns, message_text);
-    let required = arguments::required(&capability.input_schema);
-    words
-        + required
-            .iter()
-            .filter(|r| provided.contains_key(**r))
-            .count()
 }
 
 fn collect_strings(value: &Value, out: &mut String) {
@@ -318,6 +473,141 @@ mod tests {
         assert_eq!(
             plan("Tengo una duda sobre pedidos", &[], topics),
             Plan::NoCapability
+        );
+    }
+
+    fn called(plan: &Plan) -> &str {
+        match plan {
+            Plan::Call { capability, .. } => capability,
+            other => panic!("expected a call, got {other:?}"),
+        }
+    }
+
+    fn shop() -> Vec<CapabilityOffer> {
+        vec![
+            offer("customer_orders", "Lista los pedidos de un cliente", false),
+            offer("order_status", "Consulta el estado de un pedido", false),
+            offer(
+                "shipping_details",
+                "Detalles del envío de un pedido: dirección de envío, número de seguimiento",
+                false,
+            ),
+            offer("store_hours", "Horario de apertura de una tienda", false),
+            offer("prepare_return", "Prepara la devolución de un pedido", true),
+            offer(
+                "prepare_address_change",
+                "Prepares a change of the delivery address of an order",
+                true,
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_rare_shared_word_outweighs_a_common_one() {
+        let caps = shop();
+        // "order" is in almost every capability; "tracking" in one.
+        assert_eq!(
+            called(&plan(
+                "What is the tracking number of order A-12?",
+                &caps,
+                vec![]
+            )),
+            "shipping_details"
+        );
+        // The very word decides a tie of concepts: "my order" is one order.
+        assert_eq!(
+            called(&plan("Can you check my order?", &caps, vec![])),
+            "order_status"
+        );
+    }
+
+    #[test]
+    fn the_first_question_is_answered_first() {
+        let caps = shop();
+        assert_eq!(
+            focus("¿Dónde está mi pedido A-12 y a qué hora abre la Tienda Centro?"),
+            [
+                "Dónde está mi pedido A-12",
+                "a qué hora abre la Tienda Centro",
+                "¿Dónde está mi pedido A-12 y a qué hora abre la Tienda Centro?"
+            ]
+        );
+        assert_eq!(
+            called(&plan(
+                "¿Dónde está mi pedido A-12 y a qué hora abre la Tienda Centro?",
+                &caps,
+                vec![]
+            )),
+            "order_status"
+        );
+        // A statement gives context; the question is what is asked.
+        assert_eq!(
+            called(&plan(
+                "Mi pedido es el A-12. ¿Cuál es el número de seguimiento?",
+                &caps,
+                vec![]
+            )),
+            "shipping_details"
+        );
+        assert_eq!(
+            focus("Quiero devolver el pedido A-12"),
+            ["Quiero devolver el pedido A-12"]
+        );
+    }
+
+    #[test]
+    fn a_topic_no_capability_speaks_of_selects_nothing() {
+        let caps = shop();
+        assert_eq!(
+            plan("¿Cuál es el precio del pedido A-12?", &caps, vec![]),
+            Plan::NoCapability
+        );
+        assert_eq!(
+            plan("Please delete my order A-12", &caps, vec![]),
+            Plan::NoCapability
+        );
+        let without_hours: Vec<CapabilityOffer> = caps
+            .into_iter()
+            .filter(|c| c.name != "store_hours")
+            .collect();
+        assert_eq!(
+            plan("¿A qué hora abre la Tienda Centro?", &without_hours, vec![]),
+            Plan::NoCapability
+        );
+    }
+
+    #[test]
+    fn a_preparation_only_for_the_operation_asked_for() {
+        let caps = shop();
+        assert_eq!(
+            called(&plan(
+                "Quiero devolver un pantalón del pedido A-12",
+                &caps,
+                vec![]
+            )),
+            "prepare_return"
+        );
+        assert_eq!(
+            called(&plan(
+                "Quiero cambiar la dirección de envío del pedido A-12",
+                &caps,
+                vec![]
+            )),
+            "prepare_address_change"
+        );
+        // "Cancel" prepares nothing here: neither a return nor an address change.
+        assert_eq!(
+            plan("Quiero cancelar mi pedido A-12", &caps, vec![]),
+            Plan::NoCapability
+        );
+        // A mention is not a request (rule 8).
+        assert_ne!(
+            called(&plan(
+                "¿Ya está hecha la devolución del pedido A-12?",
+                &caps,
+                vec![]
+            )),
+            "prepare_return"
         );
     }
 }
