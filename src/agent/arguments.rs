@@ -13,7 +13,11 @@
 
 use serde_json::{Map, Value};
 
-use super::language::{fold, is_closing, is_greeting, is_no, is_stopword, is_yes, words};
+use super::language::{
+    asks_something, fold, is_closing, is_greeting, is_no, is_stopword, is_yes, without_lead_in,
+    words,
+};
+use super::lexicon;
 use super::patterns::PatternMatches;
 
 /// A whole message taken as a free-text answer has at most this many words.
@@ -185,7 +189,11 @@ impl Property<'_> {
                 } else if self.schema.get("pattern").is_none() {
                     let mut delimited = delimited_values(text, self.name);
                     if delimited.is_empty() && self.takes_names {
-                        delimited = proper_names(text);
+                        delimited = proper_names(text)
+                            .into_iter()
+                            .filter(|n| self.could_name(&n.text, n.place))
+                            .map(|n| n.text)
+                            .collect();
                     }
                     for value in delimited {
                         if self.fits_length(&value) {
@@ -214,20 +222,83 @@ impl Property<'_> {
         found
     }
 
+    /// The candidates an earlier message of the user holds (rule 3). For
+    /// a free-text property only a value labelled as one: written as
+    /// `name: value` or in quotes, or a name that says what it is ("Tienda
+    /// Triana" for a store). "Manchester", the city of an earlier search,
+    /// is not a store's name.
+    pub fn remembered(&self, text: &str, patterns: &PatternMatches) -> Vec<Value> {
+        if !self.is_free_text() {
+            return self.candidates(text, patterns);
+        }
+        let label = self.label_concepts();
+        let mut found: Vec<Value> = Vec::new();
+        let named = proper_names(text)
+            .into_iter()
+            .filter(|n| {
+                self.takes_names
+                    && self.could_name(&n.text, n.place)
+                    && lexicon::concepts(&n.text)
+                        .iter()
+                        .any(|c| label.contains(&c.key))
+            })
+            .map(|n| n.text);
+        for value in delimited_values(text, self.name).into_iter().chain(named) {
+            let value = Value::String(value);
+            if self.fits_length(value.as_str().unwrap_or_default()) && !found.contains(&value) {
+                found.push(value);
+            }
+        }
+        found
+    }
+
+    /// The concepts this property's name and description speak of.
+    fn label_concepts(&self) -> Vec<&'static str> {
+        let label = format!(
+            "{} {}",
+            self.name.replace(['_', '-'], " "),
+            self.description().unwrap_or_default()
+        );
+        lexicon::concepts(&label)
+            .into_iter()
+            .map(|c| c.key)
+            .collect()
+    }
+
+    /// Whether a name could be this property's value: it says it is
+    /// nothing else ("Covent Garden Store" names a store, not a city), and
+    /// one introduced as a place ("en Madrid") names no store or person
+    /// unless it says so ("en la Tienda Centro").
+    fn could_name(&self, name: &str, place: bool) -> bool {
+        let label = self.label_concepts();
+        let says = lexicon::concepts(name);
+        if !says.iter().all(|c| label.contains(&c.key)) {
+            return false;
+        }
+        !(place && says.is_empty() && label.iter().any(|k| matches!(*k, "#store" | "#customer")))
+    }
+
     /// The answer to "what is <property>?" when the whole message is the
     /// value: a free-text property asked for by name (rule 12 clarifications).
     pub fn whole_answer(&self, text: &str) -> Option<Value> {
         let trimmed = text.trim().trim_end_matches('.').trim();
-        // A short statement, not a new question or a paragraph, and not
-        // thanks, a yes or a no ("Vale, muchas gracias" names no store).
+        // A short statement, not a new question, request or paragraph, and
+        // not thanks, a yes or a no ("Vale, muchas gracias" names no store).
         let answer_like = trimmed.split_whitespace().count() <= MAX_ANSWER_WORDS
-            && !trimmed.contains(['?', '¿', '\n'])
+            && !trimmed.contains('\n')
+            && !asks_something(trimmed)
             && !is_closing(trimmed)
             && !is_yes(trimmed)
             && !is_no(trimmed)
             && !is_greeting(trimmed);
-        (self.is_free_text() && answer_like && self.fits_length(trimmed))
-            .then(|| Value::String(trimmed.to_owned()))
+        // "En Madrid" answers "which city?" with "Madrid".
+        let value = without_lead_in(trimmed);
+        let place = words(trimmed).first().is_some_and(|w| is_place_word(w));
+        (self.is_free_text()
+            && answer_like
+            && self.fits_length(value)
+            && self.could_name(value, place))
+        .then(|| Value::String(value.to_owned()))
     }
 }
 
@@ -243,16 +314,31 @@ fn tokens(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// A proper name the user wrote.
+struct Name {
+    text: String,
+    /// Introduced as a place: "en Madrid", "in London".
+    place: bool,
+}
+
+/// Words that introduce a place.
+fn is_place_word(word: &str) -> bool {
+    matches!(
+        word,
+        "en" | "in" | "at" | "desde" | "from" | "near" | "cerca"
+    )
+}
+
 /// Proper names the user wrote: runs of capitalised words ("Tienda
 /// Triana", "San Sebastián de los Reyes"), not a sentence's lone first
 /// word ("Qué", "When"), never a token with digits (an identifier) and
-/// without a leading article.
-fn proper_names(text: &str) -> Vec<String> {
+/// without a leading article or place word ("En Madrid" is "Madrid").
+fn proper_names(text: &str) -> Vec<Name> {
     const CONNECTORS: &[&str] = &["de", "del", "la", "las", "los", "el", "y", "of", "the"];
     const ARTICLES: &[&str] = &[
         "El", "La", "Los", "Las", "The", "Un", "Una", "A", "Y", "And",
     ];
-    let mut out = Vec::new();
+    let mut out: Vec<Name> = Vec::new();
     for sentence in text.split(['.', '?', '!', '¿', '¡', '\n', ',', ';', ':']) {
         let words: Vec<&str> = sentence
             .split_whitespace()
@@ -286,15 +372,25 @@ fn proper_names(text: &str) -> Vec<String> {
             }
             at = end;
             let mut run = &words[start..end];
+            let mut place = start > 0 && is_place_word(&fold(words[start - 1]));
+            let mut placed_first = false;
             while let [first, rest @ ..] = run {
-                if ARTICLES.contains(first) && !rest.is_empty() {
+                if rest.is_empty() {
+                    break;
+                }
+                if is_place_word(&fold(first)) {
+                    place = true;
+                    placed_first = true;
+                    run = rest;
+                } else if ARTICLES.contains(first) {
                     run = rest;
                 } else {
                     break;
                 }
             }
-            // A sentence's lone first word is capitalised by grammar.
-            if start == 0 && run.len() == 1 {
+            // A sentence's lone first word is capitalised by grammar; "En
+            // Madrid" is not that.
+            if start == 0 && run.len() == 1 && !placed_first {
                 continue;
             }
             let name = run.join(" ");
@@ -302,8 +398,8 @@ fn proper_names(text: &str) -> Vec<String> {
             if run.len() > 5 || is_stopword(&folded) || is_greeting(&name) || is_closing(&name) {
                 continue;
             }
-            if !out.contains(&name) {
-                out.push(name);
+            if !out.iter().any(|n| n.text == name) {
+                out.push(Name { text: name, place });
             }
         }
     }
@@ -527,5 +623,93 @@ mod tests {
         assert!(is_grounded(&json!(3), &["quiero 3 unidades"]));
         assert!(!is_grounded(&json!(30), &["quiero 3 unidades"]));
         assert!(!is_grounded(&json!(true), &["sí"]));
+    }
+
+    fn property<'s>(schema: &'s Value, name: &str) -> Property<'s> {
+        properties(schema)
+            .into_iter()
+            .find(|p| p.name == name)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_place_names_a_city_not_a_store_and_a_store_is_no_city() {
+        let none = PatternMatches::default();
+        let store = json!({"type": "object", "properties": {
+            "store": {"type": "string", "maxLength": 60, "description": "el nombre de la tienda"}}});
+        let city = json!({"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 60, "description": "the city"}}});
+        assert!(extract(&store, &none, "¿Qué tienda hay en Madrid?").is_empty());
+        assert_eq!(
+            extract(&city, &none, "¿Qué tienda hay en Madrid?")["city"],
+            "Madrid"
+        );
+        assert_eq!(
+            extract(&city, &none, "Which store is there in London?")["city"],
+            "London"
+        );
+        assert!(extract(&city, &none, "What time does Covent Garden Store open?").is_empty());
+        assert_eq!(
+            extract(&store, &none, "What time does Covent Garden Store open?")["store"],
+            "Covent Garden Store"
+        );
+        assert_eq!(
+            extract(&store, &none, "¿Abre hoy en la Tienda Centro?")["store"],
+            "Tienda Centro"
+        );
+    }
+
+    #[test]
+    fn history_gives_a_free_text_value_only_when_it_says_what_it_is() {
+        let none = PatternMatches::default();
+        let store = json!({"type": "object", "properties": {
+            "store": {"type": "string", "maxLength": 60, "description": "el nombre de la tienda"}}});
+        let p = property(&store, "store");
+        assert!(
+            p.remembered("Which stores are there in Manchester?", &none)
+                .is_empty()
+        );
+        assert!(
+            p.remembered("Tengo una duda sobre Luis Gómez", &none)
+                .is_empty()
+        );
+        assert_eq!(
+            p.remembered("Quería preguntar por la Tienda Triana", &none),
+            vec![json!("Tienda Triana")]
+        );
+        assert_eq!(p.remembered("store: Centro", &none), vec![json!("Centro")]);
+    }
+
+    #[test]
+    fn a_whole_answer_without_its_lead_in_and_never_a_new_request() {
+        let city = json!({"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 60, "description": "la ciudad"}}});
+        let store = json!({"type": "object", "properties": {
+            "store": {"type": "string", "maxLength": 60, "description": "el nombre de la tienda"}}});
+        assert_eq!(
+            property(&city, "city").whole_answer("En Madrid"),
+            Some(json!("Madrid"))
+        );
+        assert_eq!(
+            property(&city, "city").whole_answer("in London."),
+            Some(json!("London"))
+        );
+        assert_eq!(
+            property(&store, "store").whole_answer("Es la Tienda Diagonal"),
+            Some(json!("Tienda Diagonal"))
+        );
+        assert_eq!(
+            property(&store, "store").whole_answer("El Corte Inglés"),
+            Some(json!("El Corte Inglés"))
+        );
+        assert_eq!(property(&store, "store").whole_answer("En Madrid"), None);
+        assert_eq!(
+            property(&store, "store").whole_answer("Mejor dime dónde está mi pedido A-1001"),
+            None
+        );
+        assert_eq!(
+            property(&store, "store").whole_answer("Tell me where my order is"),
+            None
+        );
     }
 }

@@ -29,6 +29,7 @@ use super::language::{
     Language, has_exclusion_clause, has_operation_intent, is_cancel, is_closing, is_no, is_yes,
     refers_to_other, words,
 };
+use super::lexicon;
 use super::patterns::{self, PatternMatches};
 use super::pending::{self, PendingOperation};
 use super::planner::{
@@ -620,22 +621,19 @@ impl Engine {
         candidates: Vec<Value>,
     ) -> Outcome {
         // The property's description when it is written in the
-        // conversation's language, its name in words otherwise (an English
-        // question never embeds "el número de pedido").
+        // conversation's language; else the lexicon's words for what it
+        // names; else its name in words. An English question never embeds
+        // "el número de pedido", nor a Spanish one "card".
+        let name = property.name.replace(['_', '-'], " ");
         let what = match property.description() {
             Some(d) if written_in(d, cx.language) => d.trim_end_matches('.').to_owned(),
-            _ => property.name.replace(['_', '-'], " "),
-        };
-        let what = match cx.language {
-            Language::English
-                if !what.starts_with("the ")
-                    && property
-                        .description()
-                        .is_none_or(|d| !written_in(d, cx.language)) =>
-            {
-                format!("the {what}")
-            }
-            _ => what,
+            _ => match lexicon::ask_label(&name, cx.language) {
+                Some(label) => label.to_owned(),
+                None if cx.language == Language::English && !name.starts_with("the ") => {
+                    format!("the {name}")
+                }
+                None => name,
+            },
         };
         let shown = |v: &Value| match v {
             Value::String(s) => s.clone(),
@@ -869,7 +867,7 @@ fn history_candidates(
 ) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     for entry in cx.history.iter().rev().filter(|h| h.role == Role::User) {
-        for value in property.candidates(&entry.text, patterns) {
+        for value in property.remembered(&entry.text, patterns) {
             if !out.contains(&value) {
                 out.push(value);
             }
