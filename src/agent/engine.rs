@@ -807,6 +807,7 @@ impl Engine {
                 &loaded.at.definition.output_schema,
                 cx.language,
                 &cx.inbound.body,
+                &loaded.offer.name,
             );
             texts::result_summary(cx.language, &facts)
         };

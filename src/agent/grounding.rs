@@ -64,13 +64,17 @@ pub struct Fact {
 /// Descriptions longer than this are sentences, not labels.
 const MAX_LABEL_CHARS: usize = 48;
 
-/// The result's facts, labelled from `output_schema`; the field the
-/// question asks about (its label or name shares a word with it) first.
+/// The result's facts, labelled from `output_schema` in the conversation's
+/// language; the field the question asks about (its label or name shares a
+/// word with it) first, then the fields the capability is named after
+/// (`order_status` leads with the status). A result that is one list of
+/// records is that list: one fact per record, without a label.
 pub fn labelled_facts(
     result: &Value,
     output_schema: &Value,
     language: Language,
     question: &str,
+    capability: &str,
 ) -> Vec<Fact> {
     let Value::Object(map) = result else {
         return vec![Fact {
@@ -78,15 +82,33 @@ pub fn labelled_facts(
             value: say(result, output_schema, language),
         }];
     };
-    let mut facts: Vec<(usize, Fact)> = map
-        .iter()
-        .filter(|(_, v)| !is_empty_result(v))
+    let present: Vec<(&String, &Value)> = map.iter().filter(|(_, v)| !is_empty_result(v)).collect();
+    if let [(name, Value::Array(items))] = present.as_slice()
+        && items.iter().any(Value::is_object)
+    {
+        let item_schema = &output_schema["properties"][name.as_str()]["items"];
+        return items
+            .iter()
+            .filter(|v| !is_empty_result(v))
+            .map(|item| Fact {
+                label: String::new(),
+                value: say(item, item_schema, language),
+            })
+            .collect();
+    }
+    let named_after = super::lexicon::concepts(&capability.replace(['_', '-'], " "));
+    let mut facts: Vec<((usize, usize), Fact)> = present
+        .into_iter()
         .map(|(name, value)| {
             let schema = &output_schema["properties"][name.as_str()];
-            let label = label(name, schema, language);
+            let label = label(name, schema, language).unwrap_or_else(|| humanise(name));
             let asked = asked_about(question, &format!("{name} {label}"));
+            let kin = super::lexicon::concepts(&name.replace(['_', '-'], " "))
+                .iter()
+                .filter(|c| named_after.iter().any(|n| n.key == c.key))
+                .count();
             (
-                asked,
+                (asked, kin),
                 Fact {
                     label,
                     value: say(value, schema, language),
@@ -94,32 +116,43 @@ pub fn labelled_facts(
             )
         })
         .collect();
-    // The most asked-about fact first; the others keep their order.
-    if let Some(best) = (0..facts.len())
-        .filter(|&i| facts[i].0 > 0)
-        .max_by_key(|&i| (facts[i].0, std::cmp::Reverse(i)))
-    {
-        let lead = facts.remove(best);
-        facts.insert(0, lead);
-    }
+    // The most asked-about fact first, then what the capability is named
+    // after; the others keep their order.
+    facts.sort_by_key(|(rank, _)| std::cmp::Reverse(*rank));
     facts.into_iter().map(|(_, f)| f).collect()
 }
 
-fn label(name: &str, schema: &Value, language: Language) -> String {
+/// A field's label in `language`: its `description` when short and written
+/// in it; in English the field's name in words (names are English by
+/// convention); in Spanish the lexicon's words for it. `None` when nothing
+/// reads as `language`.
+fn label(name: &str, schema: &Value, language: Language) -> Option<String> {
+    let capitalised = |d: &str| {
+        let mut chars = d.chars();
+        chars
+            .next()
+            .map(|c| c.to_uppercase().chain(chars).collect::<String>())
+            .unwrap_or_default()
+    };
     match schema.get("description").and_then(Value::as_str) {
         Some(d)
             if !d.trim().is_empty()
                 && d.chars().count() <= MAX_LABEL_CHARS
                 && written_in(d, language) =>
         {
-            let d = d.trim().trim_end_matches('.');
-            let mut chars = d.chars();
-            chars
-                .next()
-                .map(|c| c.to_uppercase().chain(chars).collect())
-                .unwrap_or_default()
+            Some(capitalised(d.trim().trim_end_matches('.')))
         }
-        _ => humanise(name),
+        _ => match language {
+            Language::English => Some(humanise(name)),
+            Language::Spanish => super::lexicon::field_label(name, language)
+                .map(|l| capitalised(&l))
+                .or_else(|| {
+                    let words = humanise(name);
+                    (Language::of(&words) == Language::Spanish
+                        && !written_in(&words, Language::English))
+                    .then_some(words)
+                }),
+        },
     }
 }
 
@@ -153,7 +186,18 @@ fn asked_about(question: &str, label: &str) -> usize {
         .count()
 }
 
-/// A value in words: lists joined naturally, items as their labelled facts.
+/// A field that names its record ("name", "store_name", "title"): said
+/// first and without a label, the value names itself.
+fn names_its_record(name: &str) -> bool {
+    let n = name.to_lowercase();
+    matches!(n.as_str(), "name" | "nombre" | "title" | "titulo" | "label")
+        || n.ends_with("_name")
+        || n.starts_with("name_")
+}
+
+/// A value in words: lists joined naturally, a record as its values, each
+/// labelled when a label reads as the conversation's language (a number
+/// always is, a bare number says nothing).
 fn say(value: &Value, schema: &Value, language: Language) -> String {
     match value {
         Value::String(s) => s.clone(),
@@ -171,19 +215,28 @@ fn say(value: &Value, schema: &Value, language: Language) -> String {
                 .collect();
             join_naturally(&parts, language, items.iter().any(Value::is_object))
         }
-        Value::Object(map) => map
-            .iter()
-            .filter(|(_, v)| !is_empty_result(v))
-            .map(|(k, v)| {
-                let field = &schema["properties"][k.as_str()];
-                format!(
-                    "{} {}",
-                    label(k, field, language).to_lowercase(),
-                    say(v, field, language)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
+        Value::Object(map) => {
+            let mut fields: Vec<(&String, &Value)> =
+                map.iter().filter(|(_, v)| !is_empty_result(v)).collect();
+            fields.sort_by_key(|(k, _)| !names_its_record(k));
+            fields
+                .into_iter()
+                .map(|(k, v)| {
+                    let field = &schema["properties"][k.as_str()];
+                    let said = say(v, field, language);
+                    let label = if names_its_record(k) {
+                        None
+                    } else {
+                        label(k, field, language).or_else(|| (!v.is_string()).then(|| humanise(k)))
+                    };
+                    match label {
+                        Some(l) => format!("{} {said}", l.to_lowercase()),
+                        None => said,
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
         other => other.to_string(),
     }
 }
@@ -286,6 +339,7 @@ mod tests {
             &schema,
             Language::Spanish,
             "¿Cuál es la dirección de envío?",
+            "order_status",
         );
         assert_eq!(
             facts[0],
@@ -303,7 +357,13 @@ mod tests {
             "{text}"
         );
         // An English conversation does not borrow Spanish labels.
-        let facts = labelled_facts(&result, &schema, Language::English, "Where is it?");
+        let facts = labelled_facts(
+            &result,
+            &schema,
+            Language::English,
+            "Where is it?",
+            "order_status",
+        );
         assert!(
             facts
                 .iter()
@@ -338,5 +398,62 @@ mod tests {
             "Tu pedido llega el 12 de mayo.",
             "¿dónde está mi pedido?"
         ));
+    }
+
+    #[test]
+    fn labels_read_as_the_conversation_and_a_list_of_records_is_a_list() {
+        let schema = json!({"type": "object", "properties": {
+            "stores": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string", "description": "Store"},
+                "address": {"type": "string", "description": "Address"}}}}}});
+        let result = json!({"stores": [
+            {"name": "Tienda Centro", "address": "Gran Vía 12"},
+            {"name": "Tienda Triana", "address": "Calle Betis 5"}]});
+        let spanish = crate::agent::texts::result_summary(
+            Language::Spanish,
+            &labelled_facts(
+                &result,
+                &schema,
+                Language::Spanish,
+                "¿Qué tiendas hay?",
+                "find_store",
+            ),
+        );
+        assert_eq!(
+            spanish,
+            "Esto es lo que encontré:\n- Tienda Centro, dirección Gran Vía 12\n- Tienda Triana, dirección Calle Betis 5"
+        );
+        let one = json!({"stores": [{"name": "Covent Garden Store", "address": "12 Long Acre"}]});
+        let english = crate::agent::texts::result_summary(
+            Language::English,
+            &labelled_facts(
+                &one,
+                &schema,
+                Language::English,
+                "Which store?",
+                "find_store",
+            ),
+        );
+        assert_eq!(
+            english,
+            "Here is what I found: Covent Garden Store, address 12 Long Acre."
+        );
+        // English field names in a Spanish conversation: the lexicon's words,
+        // the capability's own subject first.
+        let points = json!({"tier": "Gold", "points": 1250});
+        let facts = labelled_facts(
+            &points,
+            &json!({"type": "object", "properties": {"points": {"type": "integer"}, "tier": {"type": "string"}}}),
+            Language::Spanish,
+            "¿Cuántos puntos tengo?",
+            "loyalty_points",
+        );
+        assert_eq!(
+            facts[0],
+            Fact {
+                label: "Puntos".into(),
+                value: "1250".into()
+            }
+        );
     }
 }

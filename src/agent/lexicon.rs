@@ -23,6 +23,8 @@ pub struct Concept {
     pub operation: bool,
     /// How to ask for a value of this concept: Spanish, English.
     pub ask: Option<(&'static str, &'static str)>,
+    /// The concept as a label of a result's field: Spanish, English.
+    pub label: Option<(&'static str, &'static str)>,
 }
 
 const fn c(key: &'static str, stems: &'static [&'static str]) -> Concept {
@@ -32,6 +34,7 @@ const fn c(key: &'static str, stems: &'static [&'static str]) -> Concept {
         topic: false,
         operation: false,
         ask: None,
+        label: None,
     }
 }
 
@@ -62,54 +65,98 @@ const fn asked(
     }
 }
 
+/// `concept` with its label as a result's field.
+const fn labelled(concept: Concept, es: &'static str, en: &'static str) -> Concept {
+    Concept {
+        label: Some((es, en)),
+        ..concept
+    }
+}
+
 /// First match wins: a longer, more specific stem goes before a shorter one
 /// it starts with.
 const LEXICON: &[Concept] = &[
-    asked(
-        "#order",
-        &["pedido", "order", "compra", "purchase"],
-        "el número de pedido",
-        "the order number",
+    labelled(
+        asked(
+            "#order",
+            &["pedido", "order", "compra", "purchase"],
+            "el número de pedido",
+            "the order number",
+        ),
+        "pedido",
+        "order",
     ),
-    c(
-        "#shipping",
-        &[
-            "envio", "enviad", "envia", "ship", "entreg", "deliver", "paquet", "parcel", "llega",
-            "llegar", "arriv",
-        ],
+    labelled(
+        c(
+            "#shipping",
+            &[
+                "envio", "enviad", "envia", "ship", "entreg", "deliver", "paquet", "parcel",
+                "llega", "llegar", "arriv",
+            ],
+        ),
+        "envío",
+        "shipping",
     ),
-    topic("#tracking", &["seguim", "rastre", "track"]),
-    c("#carrier", &["transport", "carrier", "mensajer", "courier"]),
-    asked(
-        "#store",
-        &["tienda", "store", "shop", "sucursal", "branch"],
-        "el nombre de la tienda",
-        "the store's name",
+    labelled(
+        topic("#tracking", &["seguim", "rastre", "track"]),
+        "seguimiento",
+        "tracking",
     ),
-    topic(
-        "#hours",
-        &[
-            "horari", "hora", "hour", "abre", "abrir", "abren", "abiert", "open", "cierra",
-            "cierran", "cerra", "cerrad", "close", "closing", "schedul",
-        ],
+    labelled(
+        c("#carrier", &["transport", "carrier", "mensajer", "courier"]),
+        "transportista",
+        "carrier",
     ),
-    topic("#points", &["punto", "point"]),
-    topic(
-        "#loyalty",
-        &["fidelid", "lealtad", "loyal", "reward", "recompens"],
+    labelled(
+        asked(
+            "#store",
+            &["tienda", "store", "shop", "sucursal", "branch"],
+            "el nombre de la tienda",
+            "the store's name",
+        ),
+        "tienda",
+        "store",
     ),
-    c("#balance", &["saldo", "balanc"]),
-    asked(
-        "#customer",
-        &["client", "custom"],
-        "el nombre del cliente",
-        "the customer's name",
+    labelled(
+        topic(
+            "#hours",
+            &[
+                "horari", "hora", "hour", "abre", "abrir", "abren", "abiert", "open", "cierra",
+                "cierran", "cerra", "cerrad", "close", "closing", "schedul",
+            ],
+        ),
+        "horario",
+        "hours",
     ),
-    asked(
-        "#address",
-        &["direcc", "domicil", "address"],
-        "la dirección",
-        "the address",
+    labelled(topic("#points", &["punto", "point"]), "puntos", "points"),
+    labelled(
+        topic(
+            "#loyalty",
+            &["fidelid", "lealtad", "loyal", "reward", "recompens"],
+        ),
+        "fidelidad",
+        "loyalty",
+    ),
+    labelled(c("#balance", &["saldo", "balanc"]), "saldo", "balance"),
+    labelled(
+        asked(
+            "#customer",
+            &["client", "custom"],
+            "el nombre del cliente",
+            "the customer's name",
+        ),
+        "cliente",
+        "customer",
+    ),
+    labelled(
+        asked(
+            "#address",
+            &["direcc", "domicil", "address"],
+            "la dirección",
+            "the address",
+        ),
+        "dirección",
+        "address",
     ),
     operation(
         "#return",
@@ -117,38 +164,70 @@ const LEXICON: &[Concept] = &[
             "devoluc", "devolv", "devuel", "return", "refund", "reembols",
         ],
     ),
-    topic(
-        "#invoice",
-        &["factura", "invoice", "bill", "recibo", "receipt"],
+    labelled(
+        topic(
+            "#invoice",
+            &["factura", "invoice", "bill", "recibo", "receipt"],
+        ),
+        "factura",
+        "invoice",
     ),
-    topic("#payment", &["pago", "pagar", "pay"]),
-    topic("#price", &["precio", "price", "cost", "cuesta"]),
-    c("#product", &["product", "articul", "item", "prenda"]),
-    topic(
-        "#stock",
-        &["stock", "disponib", "availab", "inventar", "existenc"],
+    labelled(
+        topic("#payment", &["pago", "pagar", "pay"]),
+        "pago",
+        "payment",
     ),
-    c("#status", &["estado", "status", "situac"]),
+    labelled(
+        topic("#price", &["precio", "price", "cost", "cuesta"]),
+        "precio",
+        "price",
+    ),
+    labelled(
+        c("#product", &["product", "articul", "item", "prenda"]),
+        "artículo",
+        "item",
+    ),
+    labelled(
+        topic(
+            "#stock",
+            &["stock", "disponib", "availab", "inventar", "existenc"],
+        ),
+        "existencias",
+        "stock",
+    ),
+    labelled(
+        c("#status", &["estado", "status", "situac"]),
+        "estado",
+        "status",
+    ),
     operation("#appointment", &["cita", "appoint"]),
     operation("#booking", &["reserv", "book"]),
     c("#account", &["cuenta", "account"]),
     operation("#change", &["cambi", "change", "modific", "modify"]),
     operation("#cancel", &["cancel", "anula"]),
     operation("#delete", &["borr", "elimin", "delet", "remov", "suprim"]),
-    asked(
-        "#city",
-        &["ciudad", "city", "town"],
-        "la ciudad",
-        "the city",
+    labelled(
+        asked(
+            "#city",
+            &["ciudad", "city", "town"],
+            "la ciudad",
+            "the city",
+        ),
+        "ciudad",
+        "city",
     ),
     c("#where", &["donde", "where", "ubicac", "locat"]),
-    asked(
-        "#card",
-        &["tarjeta", "card"],
-        "el número de tarjeta",
-        "the card number",
+    labelled(
+        asked(
+            "#card",
+            &["tarjeta", "card"],
+            "el número de tarjeta",
+            "the card number",
+        ),
+        "tarjeta",
+        "card",
     ),
-    c("#number", &["numer", "number"]),
+    labelled(c("#number", &["numer", "number"]), "número", "number"),
     c("#check", &["consult", "check", "comprob"]),
 ];
 
@@ -182,6 +261,27 @@ pub fn ask_label(name: &str, language: Language) -> Option<&'static str> {
             Language::Spanish => es,
             Language::English => en,
         })
+}
+
+/// A result's field name in words of `language`: "shipping_address" is
+/// "dirección de envío" in Spanish (the head of the English compound comes
+/// first). `None` when the lexicon knows none of its words.
+pub fn field_label(name: &str, language: Language) -> Option<String> {
+    let labels: Vec<&str> = concepts(&name.replace(['_', '-'], " "))
+        .into_iter()
+        .filter_map(|c| c.label)
+        .map(|(es, en)| match language {
+            Language::Spanish => es,
+            Language::English => en,
+        })
+        .collect();
+    if labels.is_empty() {
+        return None;
+    }
+    Some(match language {
+        Language::Spanish => labels.into_iter().rev().collect::<Vec<_>>().join(" de "),
+        Language::English => labels.join(" "),
+    })
 }
 
 #[cfg(test)]
@@ -222,5 +322,18 @@ mod tests {
             Some("el número de tarjeta")
         );
         assert_eq!(ask_label("colour", Language::Spanish), None);
+        assert_eq!(
+            field_label("shipping_address", Language::Spanish).as_deref(),
+            Some("dirección de envío")
+        );
+        assert_eq!(
+            field_label("loyalty_points", Language::Spanish).as_deref(),
+            Some("puntos de fidelidad")
+        );
+        assert_eq!(
+            field_label("customer_name", Language::Spanish).as_deref(),
+            Some("cliente")
+        );
+        assert_eq!(field_label("tier", Language::Spanish), None);
     }
 }

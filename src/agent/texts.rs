@@ -119,32 +119,56 @@ pub fn confirm_value(language: Language, what: &str, proposed: &str, others: &[S
 
 pub fn confirm_interaction(language: Language, title: &str) -> String {
     match language {
-        Language::English => format!("{title}. Please review and confirm the operation."),
-        Language::Spanish => format!("{title}. Revisa y confirma la operación."),
+        Language::English => format!(
+            "{}Please review and confirm the operation.",
+            sentence(title)
+        ),
+        Language::Spanish => format!("{}Revisa y confirma la operación.", sentence(title)),
     }
 }
 
 pub fn choose_option(language: Language, title: &str) -> String {
     match language {
-        Language::English => format!("{title}. Please choose one of the options."),
-        Language::Spanish => format!("{title}. Elige una de las opciones."),
+        Language::English => format!("{}Please choose one of the options.", sentence(title)),
+        Language::Spanish => format!("{}Elige una de las opciones.", sentence(title)),
+    }
+}
+
+/// A host's title as a sentence followed by a space: "¿Qué artículo?" keeps
+/// its question mark, "Devolver el pedido" gains a full stop.
+fn sentence(title: &str) -> String {
+    let title = title.trim();
+    match title.chars().last() {
+        None => String::new(),
+        Some('.' | '?' | '!' | '…') => format!("{title} "),
+        Some(_) => format!("{title}. "),
     }
 }
 
 /// A grounded reply written from the pruned result alone: one labelled
-/// fact on one line, a short list for several.
+/// fact on one line, a short list for several; a fact without a label (a
+/// record of a list) is its value alone.
 pub fn result_summary(language: Language, facts: &[super::grounding::Fact]) -> String {
+    let intro = match language {
+        Language::English => "Here is what I found:",
+        Language::Spanish => "Esto es lo que encontré:",
+    };
+    let line = |f: &super::grounding::Fact| {
+        if f.label.is_empty() {
+            f.value.clone()
+        } else {
+            format!("{}: {}", f.label, f.value)
+        }
+    };
     match facts {
         [] => empty_result(language).to_owned(),
-        [one] => format!("{}: {}.", one.label, one.value),
-        [first, rest @ ..] => {
-            let intro = match language {
-                Language::English => "Here is what I found:",
-                Language::Spanish => "Esto es lo que encontré:",
-            };
-            let mut text = format!("{intro}\n- {}: {}", first.label, first.value);
-            for fact in rest {
-                text.push_str(&format!("\n- {}: {}", fact.label, fact.value));
+        [one] if one.label.is_empty() => format!("{intro} {}.", one.value),
+        [one] => format!("{}.", line(one)),
+        many => {
+            let mut text = intro.to_owned();
+            for fact in many {
+                text.push_str("\n- ");
+                text.push_str(&line(fact));
             }
             text
         }
