@@ -15,7 +15,8 @@
 //! `WARDEN_DIALOGUE_REPORT=1` runs the whole set without failing and prints
 //! the pass rate per rule and planner (`make bench`); `WARDEN_DIALOGUE=text`
 //! runs only the scripts whose name contains `text`;
-//! `WARDEN_DIALOGUE_JOBS` sets how many scripts run at once (default 6).
+//! `WARDEN_DIALOGUE_JOBS` sets how many scripts run at once (default 6);
+//! `WARDEN_DIALOGUE_SHOW=1` prints every turn.
 //! The format is described in docs/conversation.md.
 
 use crate::helpers::endpoint::{FakeEndpoint, Received, json_response};
@@ -874,6 +875,15 @@ async fn run_script(
             (said, status, body)
         };
         let calls = world.calls();
+        if show_turns() {
+            eprintln!(
+                "{} [{}] {number}. {said}\n   calls {:?}\n   reply {:?}",
+                script.name,
+                planner.name(),
+                &calls[before..],
+                body["message"]["body"].as_str().unwrap_or_default()
+            );
+        }
         let problems = check_turn(
             &world,
             &script,
@@ -933,6 +943,12 @@ async fn stored_secrets(server: &Server, fixture: &Fixture) -> Vec<String> {
         problems.push("image bytes were stored".into());
     }
     problems
+}
+
+/// `WARDEN_DIALOGUE_SHOW=1`: print every turn (what was said, the calls,
+/// the reply), for reading the dialogues while writing or extending them.
+fn show_turns() -> bool {
+    std::env::var("WARDEN_DIALOGUE_SHOW").is_ok_and(|v| v == "1")
 }
 
 /// What the model double does this turn: the script's mistake if it names
