@@ -309,6 +309,7 @@ impl Engine {
                     when_to_use: definition.when_to_use.clone(),
                     examples: definition.examples.clone(),
                     input_schema: definition.input_schema.clone(),
+                    output_schema: definition.output_schema.clone(),
                     preparation: definition.is_host_interaction(),
                     patterns: PatternMatches::default(),
                 },
@@ -406,6 +407,9 @@ impl Engine {
                 texts::image_needs_instructions(lang),
                 Reason::ImageNeedsInstructions,
             ));
+        }
+        if let Some(outcome) = self.proposal_refused(cx) {
+            return Ok(outcome);
         }
         if let Some((loaded, args)) = self.continue_pending(cx) {
             trace.selected(&loaded.offer.name, loaded.at.revision, "pending_operation");
@@ -523,6 +527,32 @@ impl Engine {
             .collect()
     }
 
+    /// Rule 3: a bare "no" to "do you mean A-1002?" (no other value named,
+    /// not "the other one") asks which, offering every value history held.
+    fn proposal_refused(&self, cx: &Context<'_>) -> Option<Outcome> {
+        let pending = cx.pending.as_ref()?;
+        let proposed = pending.proposed.clone()?;
+        let message = cx.inbound.body.as_str();
+        if !is_no(message) || refers_to_other(message) {
+            return None;
+        }
+        let loaded = cx
+            .capabilities
+            .iter()
+            .find(|c| c.at.id == pending.capability_id && c.at.revision == pending.revision)?;
+        let properties = arguments::properties(&loaded.offer.input_schema);
+        let missing = properties.iter().find(|p| p.name == pending.missing)?;
+        if !missing
+            .candidates(message, &loaded.offer.patterns)
+            .is_empty()
+        {
+            return None;
+        }
+        let mut options = vec![proposed];
+        options.extend(pending.alternatives.iter().cloned());
+        Some(self.ask_which(cx, loaded, pending.arguments.clone(), missing, options))
+    }
+
     /// Rule 12: a pending operation answered by this message.
     fn continue_pending<'c>(
         &self,
@@ -580,9 +610,13 @@ impl Engine {
             // Rule 4: a value the user names now wins over one carried from
             // earlier ("¿Y a qué hora abre la Tienda Triana?" after Centro).
             let mut named = property.candidates(message, &loaded.offer.patterns);
-            let proposed_now = args
-                .get(property.name)
-                .is_some_and(|v| arguments::is_grounded(v, &[message]));
+            // A proposed value the user wrote stays, unless the property is
+            // patterned and the guest did not judge that form to match: a
+            // model copying "a-1002" gets the "A-1002" the guest accepted.
+            let proposed_now = args.get(property.name).is_some_and(|v| {
+                arguments::is_grounded(v, &[message])
+                    && (!property.is_patterned() || named.contains(v) || named.is_empty())
+            });
             if named.len() == 1 && !proposed_now {
                 args.insert(property.name.to_owned(), named.remove(0));
             }
@@ -611,7 +645,9 @@ impl Engine {
         self.execute(cx, trace, loaded, args, category).await
     }
 
-    /// A clarification: the question, and the operation kept pending.
+    /// A clarification: the question, and the operation kept pending. With
+    /// candidates from history (rule 3), the most recent is proposed for
+    /// confirmation.
     fn ask(
         &self,
         cx: &Context<'_>,
@@ -620,38 +656,71 @@ impl Engine {
         property: &Property<'_>,
         candidates: Vec<Value>,
     ) -> Outcome {
-        // The property's description when it is written in the
-        // conversation's language; else the lexicon's words for what it
-        // names; else its name in words. An English question never embeds
-        // "el número de pedido", nor a Spanish one "card".
-        let name = property.name.replace(['_', '-'], " ");
-        let what = match property.description() {
-            Some(d) if written_in(d, cx.language) => d.trim_end_matches('.').to_owned(),
-            _ => match lexicon::ask_label(&name, cx.language) {
-                Some(label) => label.to_owned(),
-                None if cx.language == Language::English && !name.starts_with("the ") => {
-                    format!("the {name}")
-                }
-                None => name,
-            },
-        };
-        let shown = |v: &Value| match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        let (text, proposed, alternatives) = match candidates.split_first() {
+        let what = what_to_ask(cx, property);
+        let shown = candidates.iter().map(shown).collect::<Vec<_>>();
+        let (text, proposed, alternatives, reason) = match candidates.split_first() {
             Some((first, rest)) => (
-                texts::confirm_value(
-                    cx.language,
-                    &what,
-                    &shown(first),
-                    &rest.iter().map(shown).collect::<Vec<_>>(),
-                ),
+                texts::confirm_value(cx.language, &what, &shown[0], &shown[1..]),
                 Some(first.clone()),
                 rest.to_vec(),
+                Reason::Confirmation,
             ),
-            None => (texts::ask_for(cx.language, &what), None, Vec::new()),
+            None => (
+                texts::ask_for(cx.language, &what),
+                None,
+                Vec::new(),
+                Reason::Clarification,
+            ),
         };
+        self.keep_pending(
+            cx,
+            loaded,
+            args,
+            property,
+            text,
+            proposed,
+            alternatives,
+            reason,
+        )
+    }
+
+    /// "No" to "do you mean A-1002?": which one, then (rule 3), nothing
+    /// called and nothing assumed.
+    fn ask_which(
+        &self,
+        cx: &Context<'_>,
+        loaded: &Loaded,
+        args: Map<String, Value>,
+        property: &Property<'_>,
+        options: Vec<Value>,
+    ) -> Outcome {
+        let what = what_to_ask(cx, property);
+        let shown = options.iter().map(shown).collect::<Vec<_>>();
+        let text = texts::which_one(cx.language, &what, &shown);
+        self.keep_pending(
+            cx,
+            loaded,
+            args,
+            property,
+            text,
+            None,
+            options,
+            Reason::Clarification,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn keep_pending(
+        &self,
+        cx: &Context<'_>,
+        loaded: &Loaded,
+        args: Map<String, Value>,
+        property: &Property<'_>,
+        text: String,
+        proposed: Option<Value>,
+        alternatives: Vec<Value>,
+        reason: Reason,
+    ) -> Outcome {
         let pending = PendingOperation {
             capability_id: loaded.at.id.clone(),
             revision: loaded.at.revision,
@@ -660,14 +729,7 @@ impl Engine {
             proposed,
             alternatives,
         };
-        let mut outcome = Outcome::reply(
-            text,
-            if candidates.is_empty() {
-                Reason::Clarification
-            } else {
-                Reason::Confirmation
-            },
-        );
+        let mut outcome = Outcome::reply(text, reason);
         outcome.pending = PendingChange::Set(pending::seal(
             &self.keyring,
             cx.account,
@@ -812,11 +874,18 @@ impl Engine {
             texts::result_summary(cx.language, &facts)
         };
         match written {
-            Ok(Some(text)) if reply_is_grounded(&text, result, &cx.inbound.body) => {
+            Ok(Some(text))
+                if reply_is_grounded(&text, result, &cx.inbound.body)
+                    && !cx.language.is_plainly_not(&text) =>
+            {
                 Outcome::reply(text, Reason::Grounded)
             }
             Ok(Some(_)) => {
-                tracing::warn!("model reply refused: it is not grounded in the result");
+                // Ungrounded, or in the other language than the
+                // conversation's (kept since its first message).
+                tracing::warn!(
+                    "model reply refused: not grounded in the result or not in the conversation's language"
+                );
                 Outcome::reply(template(), Reason::GroundedTemplate)
             }
             Ok(None) => Outcome::reply(template(), Reason::Grounded),
@@ -847,6 +916,32 @@ impl Engine {
         if let Err(err) = self.store.record_gap_event(account, &event).await {
             tracing::warn!(error = %err, "gap event not recorded");
         }
+    }
+}
+
+/// How a question names `property`: its description when it is written in
+/// the conversation's language; else the lexicon's words for what it names;
+/// else its name in words. An English question never embeds "el número de
+/// pedido", nor a Spanish one "card".
+fn what_to_ask(cx: &Context<'_>, property: &Property<'_>) -> String {
+    let name = property.name.replace(['_', '-'], " ");
+    match property.description() {
+        Some(d) if written_in(d, cx.language) => d.trim_end_matches('.').to_owned(),
+        _ => match lexicon::ask_label(&name, cx.language) {
+            Some(label) => label.to_owned(),
+            None if cx.language == Language::English && !name.starts_with("the ") => {
+                format!("the {name}")
+            }
+            None => name,
+        },
+    }
+}
+
+/// A value as the user reads it in a question.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 

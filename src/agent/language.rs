@@ -501,10 +501,8 @@ pub fn is_stopword(word: &str) -> bool {
 pub use crate::domain::language::Language;
 
 impl Language {
-    /// Spanish unless the message is clearly English (the platform
-    /// default): counts each language's common words, and `¿`, `¡` or an
-    /// accented letter count for Spanish.
-    pub fn of(text: &str) -> Language {
+    /// Signs of each language in `text`: `(Spanish, English)`.
+    fn evidence(text: &str) -> (usize, usize) {
         const EN: &[&str] = &[
             "the", "is", "are", "my", "what", "where", "which", "please", "order", "orders",
             "when", "how", "do", "does", "can", "could", "would", "you", "your", "i", "want",
@@ -602,11 +600,30 @@ impl Language {
             })
             .count();
         let es = w.iter().filter(|x| ES.contains(&x.as_str())).count() + spanish_marks.min(2);
+        (es, en)
+    }
+
+    /// Spanish unless the message is clearly English (the platform
+    /// default): counts each language's common words, and `¿`, `¡` or an
+    /// accented letter count for Spanish.
+    pub fn of(text: &str) -> Language {
+        let (es, en) = Self::evidence(text);
         if en > es {
             Language::English
         } else {
             Language::Spanish
         }
+    }
+
+    /// Whether `text` is plainly written in the other language: at least
+    /// two signs of it, and more than of this one.
+    pub fn is_plainly_not(self, text: &str) -> bool {
+        let (es, en) = Self::evidence(text);
+        let (mine, other) = match self {
+            Language::Spanish => (es, en),
+            Language::English => (en, es),
+        };
+        other >= 2 && other > mine
     }
 }
 
@@ -678,6 +695,14 @@ mod tests {
         assert_eq!(Language::of("Where is my order?"), Language::English);
         assert_eq!(Language::of("¿Dónde está mi pedido?"), Language::Spanish);
         assert_eq!(Language::of("cancel"), Language::English);
+        assert!(Language::English.is_plainly_not("Tu pedido está entregado, lo llevó DHL."));
+        assert!(
+            Language::Spanish
+                .is_plainly_not("Your order is being prepared and SEUR will deliver it.")
+        );
+        // Data alone is in neither language: not refused.
+        assert!(!Language::English.is_plainly_not("Delivered by DHL."));
+        assert!(!Language::Spanish.is_plainly_not("Covent Garden Store: 08:00"));
         assert_eq!(Language::of("cancelar"), Language::Spanish);
     }
 }

@@ -117,6 +117,27 @@ pub fn confirm_value(language: Language, what: &str, proposed: &str, others: &[S
     }
 }
 
+/// Rule 3: the user said no to the proposed value; which one, then?
+pub fn which_one(language: Language, what: &str, options: &[String]) -> String {
+    let (list, or) = match options {
+        [] => (String::new(), ""),
+        [one] => (one.clone(), ""),
+        [init @ .., last] => (init.join(", "), last.as_str()),
+    };
+    let listed = if or.is_empty() {
+        list
+    } else {
+        match language {
+            Language::English => format!("{list} or {or}"),
+            Language::Spanish => format!("{list} o {or}"),
+        }
+    };
+    match language {
+        Language::English => format!("Which one, then? For {what} you mentioned {listed}."),
+        Language::Spanish => format!("¿Cuál, entonces? Para {what} mencionaste {listed}."),
+    }
+}
+
 pub fn confirm_interaction(language: Language, title: &str) -> String {
     match language {
         Language::English => format!(
@@ -190,5 +211,38 @@ pub fn operation_reported(language: Language, status: InteractionStatus) -> &'st
         (Language::English, Cancelled) => "The operation was cancelled.",
         (Language::English, Rejected) => "The operation was rejected.",
         (Language::English, Expired | Pending) => "The operation expired before it was completed.",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn which_one_lists_the_values_and_titles_end_once() {
+        assert_eq!(
+            which_one(
+                Language::Spanish,
+                "el número de pedido",
+                &["A-1002".into(), "A-1001".into()]
+            ),
+            "¿Cuál, entonces? Para el número de pedido mencionaste A-1002 o A-1001."
+        );
+        assert_eq!(
+            which_one(
+                Language::English,
+                "the order number",
+                &["B-1".into(), "B-2".into(), "B-3".into()]
+            ),
+            "Which one, then? For the order number you mentioned B-1, B-2 or B-3."
+        );
+        assert_eq!(
+            choose_option(Language::Spanish, "¿Qué artículo quieres devolver?"),
+            "¿Qué artículo quieres devolver? Elige una de las opciones."
+        );
+        assert_eq!(
+            confirm_interaction(Language::English, "Return order B-2001"),
+            "Return order B-2001. Please review and confirm the operation."
+        );
     }
 }

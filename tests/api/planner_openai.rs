@@ -39,6 +39,7 @@ fn order_status() -> CapabilityOffer {
                 "channel": { "enum": ["web", "store"] },
             },
         }),
+        output_schema: json!({}),
         preparation: false,
         patterns: Default::default(),
     }
@@ -56,6 +57,7 @@ fn store_hours() -> CapabilityOffer {
             "required": ["city"],
             "properties": { "city": { "type": "string", "maxLength": 40 } },
         }),
+        output_schema: json!({}),
         preparation: false,
         patterns: Default::default(),
     }

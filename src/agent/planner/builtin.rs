@@ -12,7 +12,8 @@
 //! - words become concepts of the bilingual lexicon (`lexicon`) or short
 //!   stems; a word shared with a capability weighs more the fewer offered
 //!   capabilities mention it ("tracking" decides, "order" hardly), double
-//!   in the capability's name, a little more when the very word is there;
+//!   in the capability's name, half when only a field it returns names it
+//!   ("what tier is it?"), a little more when the very word is there;
 //! - a topic no offered capability mentions (a price, an invoice, opening
 //!   hours of a disabled capability) means none fits;
 //! - a preparation capability competes only after an operation intent
@@ -138,6 +139,8 @@ fn select<'c>(
                 score += 2.0 * weight;
             } else if index.keys[i].contains(key) {
                 score += weight;
+            } else if index.returned[i].contains(key) {
+                score += 0.5 * weight;
             }
             // The very word, not only its stem or concept: "my order" is
             // closer to `order_status` than to `customer_orders`.
@@ -173,6 +176,8 @@ struct Index {
     name_keys: Vec<HashSet<String>>,
     /// Keys of its name, description, `when_to_use` and examples.
     keys: Vec<HashSet<String>>,
+    /// Keys only its output schema's fields speak of.
+    returned: Vec<HashSet<String>>,
     /// Its folded words as written.
     words: Vec<HashSet<String>>,
     /// How many capabilities mention each key.
@@ -184,6 +189,7 @@ impl Index {
         let mut index = Index {
             name_keys: Vec::new(),
             keys: Vec::new(),
+            returned: Vec::new(),
             words: Vec::new(),
             mentions: HashMap::new(),
         };
@@ -196,12 +202,23 @@ impl Index {
             for example in &capability.examples {
                 collect_strings(example, &mut text);
             }
+            // The fields it returns are what it can also answer (a
+            // preparation returns the closed interaction, which says nothing).
+            let mut fields = String::new();
+            if !capability.preparation {
+                collect_fields(&capability.output_schema, &mut fields);
+            }
             let all = keys(&text);
-            for key in &all {
+            let returned: HashSet<String> = keys(&fields)
+                .into_iter()
+                .filter(|k| !all.contains(k))
+                .collect();
+            for key in all.iter().chain(&returned) {
                 *index.mentions.entry(key.clone()).or_default() += 1;
             }
             index.name_keys.push(keys(&name));
             index.keys.push(all);
+            index.returned.push(returned);
             index.words.push(words(&text).into_iter().collect());
         }
         index
@@ -379,6 +396,25 @@ fn overlaps(message: &HashSet<String>, name: &str, description: &str) -> bool {
     message.iter().any(|w| topic.contains(w))
 }
 
+/// The names (in words) and descriptions of a schema's properties, nested
+/// ones included.
+fn collect_fields(schema: &Value, out: &mut String) {
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (name, property) in properties {
+            out.push(' ');
+            out.push_str(&name.replace(['_', '-'], " "));
+            if let Some(description) = property.get("description").and_then(Value::as_str) {
+                out.push(' ');
+                out.push_str(description);
+            }
+            collect_fields(property, out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        collect_fields(items, out);
+    }
+}
+
 fn collect_strings(value: &Value, out: &mut String) {
     match value {
         Value::String(s) => {
@@ -408,6 +444,7 @@ mod tests {
             examples: vec![],
             input_schema: json!({"type": "object", "properties": {
                 "order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z]-[0-9]+$"}}}),
+            output_schema: json!({}),
             preparation,
             patterns,
         }
@@ -608,6 +645,24 @@ mod tests {
                 vec![]
             )),
             "prepare_return"
+        );
+    }
+
+    #[test]
+    fn a_question_about_a_returned_field_finds_its_capability() {
+        let mut caps = shop();
+        let mut points = offer("loyalty_points", "Loyalty points balance of a card", false);
+        points.output_schema = json!({"type": "object", "properties": {
+            "points": {"type": "integer"}, "tier": {"type": "string", "description": "Card tier"}}});
+        caps.push(points);
+        assert_eq!(
+            called(&plan("What tier is it?", &caps, vec![])),
+            "loyalty_points"
+        );
+        // Half weight: a field does not outweigh what a capability is about.
+        assert_eq!(
+            called(&plan("¿Me dices cómo va mi pedido?", &caps, vec![])),
+            "order_status"
         );
     }
 }

@@ -25,6 +25,10 @@ pub struct CapabilityOffer {
     /// The definition's `examples` entries, as published.
     pub examples: Vec<Value>,
     pub input_schema: Value,
+    /// What the capability returns: the built-in planner reads its field
+    /// names and descriptions ("what tier is it?" asks the capability that
+    /// returns a tier). Not sent to a model.
+    pub output_schema: Value,
     /// `result_handling: host_interaction`: a preparation capability, to be
     /// proposed only after the user expresses an operation intent (rule 8).
     pub preparation: bool,
