@@ -15,7 +15,8 @@ help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
 	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed), and a short fuzz run"
 	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
-	@echo "make bench   sandbox figures and ratios against native; executor overhead per call"
+	@echo "make bench   sandbox figures and ratios against native; executor overhead per call;"
+	@echo "             the dialogue set's pass rate per rule and planner (docs/conversation.md)"
 	@echo "make lint    rustfmt check and clippy with warnings denied"
 	@echo "make walkthrough  a three-turn conversation against the example host endpoint"
 	@echo "make fuzz    the schema differential test for SCHEMA_DIFF_CASES (100000), then every fuzz target"
@@ -42,6 +43,7 @@ guest: toolchain
 bench: toolchain
 	$(CARGO) bench -p warden-host --bench sandbox
 	$(CARGO) bench -p warden --bench executor
+	WARDEN_DIALOGUE_REPORT=1 $(CARGO) test --test api -- dialogues::the_dialogue_set::case_1_sqlite --exact --nocapture
 
 walkthrough: toolchain
 	examples/walkthrough.sh
