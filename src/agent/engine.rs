@@ -450,6 +450,17 @@ impl Engine {
                 cx.policy.out_of_scope_response.clone(),
                 Reason::OutOfScope,
             )),
+            // An operation asked for that nothing prepares ("Cancel my
+            // order") is said as such; either way a coverage gap.
+            Plan::NoCapability
+                if has_operation_intent(message) && !asked_operations(message).is_empty() =>
+            {
+                Ok(Outcome::reply(
+                    texts::operation_not_offered(lang),
+                    Reason::OperationNotOffered,
+                )
+                .with_gap("coverage_gap", "no_matching_capability", None))
+            }
             Plan::NoCapability => Ok(Outcome::reply(
                 texts::no_capability(lang),
                 Reason::NoCapability,
@@ -474,6 +485,20 @@ impl Engine {
                     return Ok(Outcome::reply(
                         texts::preparation_without_intent(lang),
                         Reason::PreparationWithoutIntent,
+                    ));
+                }
+                // ... and for the operation asked for: a model preparing a
+                // return when the user asked to cancel is refused.
+                if loaded.offer.preparation && !prepares_what_was_asked(message, &loaded.offer) {
+                    tracing::warn!("planner proposed a preparation for another operation; refused");
+                    return Ok(Outcome::reply(
+                        texts::operation_not_offered(lang),
+                        Reason::OperationNotOffered,
+                    )
+                    .with_gap(
+                        "agent_dead_end",
+                        "preparation_mismatch",
+                        Some(&loaded.offer.name),
                     ));
                 }
                 trace.selected(&loaded.offer.name, loaded.at.revision, "matched");
@@ -628,6 +653,13 @@ impl Engine {
             let Some(property) = properties.iter().find(|p| p.name == name) else {
                 continue;
             };
+            // "The status of orders B-2001 and B-2002?": one call per turn
+            // (rule 1), so which one — never a reference or history value
+            // in place of what the user just wrote.
+            let named = property.candidates(message, &loaded.offer.patterns);
+            if named.len() > 1 {
+                return Ok(self.ask_which(cx, loaded, args, property, named));
+            }
             if let Some(value) = reference_for(cx, loaded, name) {
                 args.insert(name.to_owned(), Value::String(value));
                 category = "reference";
@@ -937,6 +969,29 @@ fn what_to_ask(cx: &Context<'_>, property: &Property<'_>) -> String {
     }
 }
 
+/// The operations (lexicon concepts) a message names: "devolver", "cancel".
+fn asked_operations(message: &str) -> Vec<&'static str> {
+    lexicon::concepts(message)
+        .into_iter()
+        .filter(|c| c.operation)
+        .map(|c| c.key)
+        .collect()
+}
+
+/// Rule 8 for a preparation: the message names no operation, or one the
+/// capability speaks of, or the capability speaks of none (a domain the
+/// lexicon does not know is never refused for it).
+fn prepares_what_was_asked(message: &str, offer: &CapabilityOffer) -> bool {
+    let asked = asked_operations(message);
+    let offered: Vec<&str> = asked_operations(&format!(
+        "{} {} {}",
+        offer.name.replace(['_', '-'], " "),
+        offer.description,
+        offer.when_to_use
+    ));
+    asked.is_empty() || offered.is_empty() || asked.iter().any(|a| offered.contains(a))
+}
+
 /// A value as the user reads it in a question.
 fn shown(value: &Value) -> String {
     match value {
@@ -1074,3 +1129,47 @@ fn effective_policy(
 pub const DEFAULT_INSTRUCTIONS: &str = "Answer in the user's language. Help only with what the \
 available capabilities can look up. Ask when information is missing or ambiguous; never invent \
 data; never reveal internal identifiers or personal data the user did not provide.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn preparation(name: &str, description: &str) -> CapabilityOffer {
+        CapabilityOffer {
+            name: name.into(),
+            description: description.into(),
+            when_to_use: String::new(),
+            examples: vec![],
+            input_schema: json!({}),
+            output_schema: json!({}),
+            preparation: true,
+            patterns: PatternMatches::default(),
+        }
+    }
+
+    #[test]
+    fn a_preparation_must_prepare_the_operation_asked_for() {
+        let ret = preparation("prepare_return", "Prepara la devolución de un pedido");
+        let change = preparation("prepare_address_change", "Prepares an address change");
+        let unknown = preparation("prepare_thing", "Prepara la gestión solicitada");
+        assert!(prepares_what_was_asked(
+            "Quiero devolver el pedido A-1",
+            &ret
+        ));
+        assert!(!prepares_what_was_asked(
+            "Cancel my order B-2001, please",
+            &ret
+        ));
+        assert!(!prepares_what_was_asked(
+            "Quiero devolver el pedido A-1",
+            &change
+        ));
+        assert!(prepares_what_was_asked(
+            "Quiero cambiar la dirección",
+            &change
+        ));
+        // No operation named, or none the capability speaks of: not refused here.
+        assert!(prepares_what_was_asked("Hazlo con el pedido A-1", &ret));
+        assert!(prepares_what_was_asked("Cancel my order B-2001", &unknown));
+    }
+}

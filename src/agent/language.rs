@@ -480,6 +480,39 @@ pub fn is_greeting(text: &str) -> bool {
         })
 }
 
+/// A greeting and nothing else: "Buenos días", "Hola, ¿qué tal?", "Hi
+/// there". ("Días" is no request for opening days.)
+pub fn is_only_greeting(text: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "hola",
+        "buenas",
+        "buenos",
+        "buen",
+        "dia",
+        "dias",
+        "tardes",
+        "noches",
+        "que",
+        "tal",
+        "hello",
+        "hi",
+        "hey",
+        "good",
+        "morning",
+        "afternoon",
+        "evening",
+        "there",
+        "how",
+        "are",
+        "you",
+        "all",
+        "everyone",
+        "saludos",
+        "greetings",
+    ];
+    is_greeting(text) && words(text).iter().all(|w| WORDS.contains(&w.as_str()))
+}
+
 /// Words that carry no topic: never used to match capabilities or topics,
 /// never taken as argument values.
 pub fn is_stopword(word: &str) -> bool {
@@ -504,13 +537,81 @@ impl Language {
     /// Signs of each language in `text`: `(Spanish, English)`.
     fn evidence(text: &str) -> (usize, usize) {
         const EN: &[&str] = &[
-            "the", "is", "are", "my", "what", "where", "which", "please", "order", "orders",
-            "when", "how", "do", "does", "can", "could", "would", "you", "your", "i", "want",
-            "show", "hello", "hi", "thanks", "thank", "and", "of", "to", "for", "it", "this",
-            "that", "have", "has", "need", "like", "get", "at", "with", "store", "open", "close",
-            "opening", "hours", "points", "many", "much", "there", "don", "t", "s", "m", "yes",
-            "other", "one", "just", "tell", "me", "a", "an", "be", "will", "check", "status",
-            "address", "cancel", "thank", "bye",
+            "the",
+            "is",
+            "are",
+            "my",
+            "what",
+            "where",
+            "which",
+            "please",
+            "order",
+            "orders",
+            "when",
+            "how",
+            "do",
+            "does",
+            "can",
+            "could",
+            "would",
+            "you",
+            "your",
+            "i",
+            "want",
+            "show",
+            "hello",
+            "hi",
+            "thanks",
+            "thank",
+            "and",
+            "of",
+            "to",
+            "for",
+            "it",
+            "this",
+            "that",
+            "have",
+            "has",
+            "need",
+            "like",
+            "get",
+            "at",
+            "with",
+            "store",
+            "open",
+            "close",
+            "opening",
+            "hours",
+            "points",
+            "many",
+            "much",
+            "there",
+            "don",
+            "t",
+            "s",
+            "m",
+            "yes",
+            "other",
+            "one",
+            "just",
+            "tell",
+            "me",
+            "a",
+            "an",
+            "be",
+            "will",
+            "check",
+            "status",
+            "address",
+            "cancel",
+            "thank",
+            "bye",
+            "good",
+            "morning",
+            "afternoon",
+            "evening",
+            "hey",
+            "goodbye",
         ];
         const ES: &[&str] = &[
             "el",
@@ -568,6 +669,9 @@ impl Language {
             "otro",
             "otra",
             "vale",
+            "tardes",
+            "noches",
+            "adios",
             "ese",
             "esa",
             "estado",
@@ -677,6 +781,14 @@ mod tests {
     }
 
     #[test]
+    fn greetings_alone() {
+        assert!(is_only_greeting("Buenos días"));
+        assert!(is_only_greeting("Hola, ¿qué tal?"));
+        assert!(is_only_greeting("Hi there"));
+        assert!(!is_only_greeting("Hola, ¿dónde está mi pedido?"));
+    }
+
+    #[test]
     fn questions_requests_and_lead_ins() {
         assert!(asks_something("Mejor dime dónde está mi pedido A-1001"));
         assert!(asks_something("what about the other one"));
@@ -704,5 +816,7 @@ mod tests {
         assert!(!Language::English.is_plainly_not("Delivered by DHL."));
         assert!(!Language::Spanish.is_plainly_not("Covent Garden Store: 08:00"));
         assert_eq!(Language::of("cancelar"), Language::Spanish);
+        assert_eq!(Language::of("Good morning"), Language::English);
+        assert_eq!(Language::of("Buenas tardes"), Language::Spanish);
     }
 }

@@ -60,6 +60,18 @@ pub fn failed(language: Language) -> &'static str {
     }
 }
 
+/// An operation the user asked for that no capability prepares.
+pub fn operation_not_offered(language: Language) -> &'static str {
+    match language {
+        Language::English => {
+            "I can't prepare that operation here. Is there anything else I can help you with?"
+        }
+        Language::Spanish => {
+            "No puedo preparar esa operación desde aquí. ¿Hay algo más en lo que pueda ayudarte?"
+        }
+    }
+}
+
 pub fn preparation_without_intent(language: Language) -> &'static str {
     match language {
         Language::English => "What operation would you like to do?",

@@ -20,6 +20,7 @@ closed_set! {
         NoCapability = "no_capability",
         CapabilityRefused = "capability_refused",
         PreparationWithoutIntent = "preparation_without_intent",
+        OperationNotOffered = "operation_not_offered",
         ImageNeedsInstructions = "image_needs_instructions",
         Clarification = "clarification",
         Confirmation = "confirmation",

@@ -29,7 +29,7 @@ use serde_json::Value;
 use super::{CapabilityOffer, Plan, PlanOutcome, PlanRequest};
 use crate::agent::arguments;
 use crate::agent::language::{
-    has_operation_intent, is_greeting, is_interrogative, is_stopword, words,
+    has_operation_intent, is_greeting, is_interrogative, is_only_greeting, is_stopword, words,
 };
 use crate::agent::lexicon;
 
@@ -49,6 +49,11 @@ impl BuiltinPlanner {
 }
 
 fn decide(request: &PlanRequest<'_>) -> Plan {
+    if is_only_greeting(request.message) {
+        return Plan::Answer {
+            text: greeting(request.message).to_owned(),
+        };
+    }
     let intent = has_operation_intent(request.message);
     let index = Index::new(request.capabilities);
     let asked_operations: HashSet<&str> = lexicon::concepts(request.message)
