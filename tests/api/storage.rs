@@ -104,7 +104,7 @@ async fn authenticate_distinguishes_refusals(backend: Backend) {
         .unwrap();
     assert_eq!(
         store.authenticate("hash_a", "prod").await.unwrap(),
-        Ok(account.clone())
+        Ok(account)
     );
     assert_eq!(
         store.authenticate("hash_a", "staging").await.unwrap(),
@@ -145,7 +145,6 @@ async fn concurrent_policy_writes_get_distinct_revisions(backend: Backend) {
     let account = store.create_account("acme").await.unwrap();
     let writes = (0..20).map(|i| {
         let store = store.clone();
-        let account = account.clone();
         tokio::spawn(async move {
             store
                 .put_policy(&account, &policy(&format!("w{i}")))
