@@ -86,6 +86,13 @@ struct Loaded {
     offer: CapabilityOffer,
 }
 
+/// What a clarification asks: to confirm a value from history (none: ask
+/// for it outright), or which of several values the user means.
+enum Question {
+    Candidates(Vec<Value>),
+    WhichOf(Vec<Value>),
+}
+
 /// Everything a turn reads before deciding.
 struct Context<'a> {
     account: &'a AccountId,
@@ -575,7 +582,13 @@ impl Engine {
         }
         let mut options = vec![proposed];
         options.extend(pending.alternatives.iter().cloned());
-        Some(self.ask_which(cx, loaded, pending.arguments.clone(), missing, options))
+        Some(self.ask(
+            cx,
+            loaded,
+            pending.arguments.clone(),
+            missing,
+            Question::WhichOf(options),
+        ))
     }
 
     /// Rule 12: a pending operation answered by this message.
@@ -658,7 +671,7 @@ impl Engine {
             // in place of what the user just wrote.
             let named = property.candidates(message, &loaded.offer.patterns);
             if named.len() > 1 {
-                return Ok(self.ask_which(cx, loaded, args, property, named));
+                return Ok(self.ask(cx, loaded, args, property, Question::WhichOf(named)));
             }
             if let Some(value) = reference_for(cx, loaded, name) {
                 args.insert(name.to_owned(), Value::String(value));
@@ -671,88 +684,62 @@ impl Engine {
                     args.insert(name.to_owned(), one.clone());
                     category = "history";
                 }
-                _ => return Ok(self.ask(cx, loaded, args, property, candidates)),
+                _ => {
+                    return Ok(self.ask(
+                        cx,
+                        loaded,
+                        args,
+                        property,
+                        Question::Candidates(candidates),
+                    ));
+                }
             }
         }
         self.execute(cx, trace, loaded, args, category).await
     }
 
-    /// A clarification: the question, and the operation kept pending. With
-    /// candidates from history (rule 3), the most recent is proposed for
-    /// confirmation.
+    /// A clarification: the question, and the operation kept pending, so
+    /// the next message can complete it (rule 3: nothing called, nothing
+    /// assumed).
     fn ask(
         &self,
         cx: &Context<'_>,
         loaded: &Loaded,
         args: Map<String, Value>,
         property: &Property<'_>,
-        candidates: Vec<Value>,
+        question: Question,
     ) -> Outcome {
         let what = what_to_ask(cx, property);
-        let shown = candidates.iter().map(shown).collect::<Vec<_>>();
-        let (text, proposed, alternatives, reason) = match candidates.split_first() {
-            Some((first, rest)) => (
-                texts::confirm_value(cx.language, &what, &shown[0], &shown[1..]),
-                Some(first.clone()),
-                rest.to_vec(),
-                Reason::Confirmation,
-            ),
-            None => (
-                texts::ask_for(cx.language, &what),
-                None,
-                Vec::new(),
-                Reason::Clarification,
-            ),
+        let (text, proposed, alternatives, reason) = match question {
+            // The most recent candidate from history is proposed for
+            // confirmation; the others stay as the alternatives.
+            Question::Candidates(candidates) => match candidates.split_first() {
+                Some((first, rest)) => {
+                    let shown = candidates.iter().map(shown).collect::<Vec<_>>();
+                    (
+                        texts::confirm_value(cx.language, &what, &shown[0], &shown[1..]),
+                        Some(first.clone()),
+                        rest.to_vec(),
+                        Reason::Confirmation,
+                    )
+                }
+                None => (
+                    texts::ask_for(cx.language, &what),
+                    None,
+                    Vec::new(),
+                    Reason::Clarification,
+                ),
+            },
+            Question::WhichOf(options) => {
+                let shown = options.iter().map(shown).collect::<Vec<_>>();
+                (
+                    texts::which_one(cx.language, &what, &shown),
+                    None,
+                    options,
+                    Reason::Clarification,
+                )
+            }
         };
-        self.keep_pending(
-            cx,
-            loaded,
-            args,
-            property,
-            text,
-            proposed,
-            alternatives,
-            reason,
-        )
-    }
-
-    /// "No" to "do you mean A-1002?": which one, then (rule 3), nothing
-    /// called and nothing assumed.
-    fn ask_which(
-        &self,
-        cx: &Context<'_>,
-        loaded: &Loaded,
-        args: Map<String, Value>,
-        property: &Property<'_>,
-        options: Vec<Value>,
-    ) -> Outcome {
-        let what = what_to_ask(cx, property);
-        let shown = options.iter().map(shown).collect::<Vec<_>>();
-        let text = texts::which_one(cx.language, &what, &shown);
-        self.keep_pending(
-            cx,
-            loaded,
-            args,
-            property,
-            text,
-            None,
-            options,
-            Reason::Clarification,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn keep_pending(
-        &self,
-        cx: &Context<'_>,
-        loaded: &Loaded,
-        args: Map<String, Value>,
-        property: &Property<'_>,
-        text: String,
-        proposed: Option<Value>,
-        alternatives: Vec<Value>,
-        reason: Reason,
-    ) -> Outcome {
         let pending = PendingOperation {
             capability_id: loaded.at.id.clone(),
             revision: loaded.at.revision,
@@ -852,7 +839,7 @@ impl Engine {
                 match bad {
                     Some(property) => {
                         args.remove(property.name);
-                        self.ask(cx, loaded, args, property, Vec::new())
+                        self.ask(cx, loaded, args, property, Question::Candidates(Vec::new()))
                     }
                     None => Outcome::reply(texts::failed(cx.language), Reason::CapabilityFailed)
                         .with_gap("agent_dead_end", "arguments_invalid", Some(name)),
