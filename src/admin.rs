@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{
     AccountCommand, AdminCommand, DatabaseArgs, GuestCommand, KeyCommand, MasterKeyArgs,
-    MasterKeyCommand, SigningKeyCommand,
+    MasterKeyCommand, SigningKeyCommand, WebhookCommand,
 };
 use crate::crypto::{api_key, master_key};
 use crate::store::{Constraint, DatabaseKind, Store, StoreError};
@@ -94,6 +94,7 @@ pub async fn execute(
             tracing::info!(kid = %rotation.kid, previous = ?rotation.previous_kid, "signing key rotated");
             Ok(serde_json::to_value(rotation)?)
         }
+        AdminCommand::Webhook(command) => webhook(store, database, master_key, command).await,
         AdminCommand::MasterKey(MasterKeyCommand::Rotate) => {
             let keyring = keyring(database, master_key)?;
             let counts = vault::rotate_master_key(store, &keyring)
@@ -106,6 +107,110 @@ pub async fn execute(
             )
         }
     }
+}
+
+/// `warden admin webhook …`: numbers of the platform channel and its queue.
+async fn webhook(
+    store: &Store,
+    database: &DatabaseArgs,
+    master_key: &MasterKeyArgs,
+    command: WebhookCommand,
+) -> anyhow::Result<Value> {
+    use crate::platform::access_token;
+    match command {
+        WebhookCommand::Register {
+            account,
+            phone_number_id,
+            access_token_file,
+        } => {
+            check_phone_number_id(&phone_number_id)?;
+            let id = find_account(store, &account).await?;
+            let sealed = match &access_token_file {
+                Some(path) => {
+                    let text = read_bounded(path, access_token::MAX_TOKEN_BYTES + 2)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    let token = zeroize::Zeroizing::new(text);
+                    let token = access_token::from_file_text(&token).map_err(anyhow::Error::msg)?;
+                    let keyring = keyring(database, master_key)?;
+                    Some(access_token::seal(&keyring, id, &phone_number_id, token))
+                }
+                None => None,
+            };
+            if !store
+                .register_platform_number(&id, &phone_number_id, sealed.as_ref())
+                .await?
+            {
+                bail!("phone number id {phone_number_id:?} is registered to another account");
+            }
+            let token = if sealed.is_some() { "sealed" } else { "server_fallback" };
+            tracing::info!(account = %account, phone_number_id = %phone_number_id, access_token = token, "platform number registered");
+            Ok(json!({"account": account, "phone_number_id": phone_number_id, "access_token": token}))
+        }
+        WebhookCommand::List { account } => {
+            let id = find_account(store, &account).await?;
+            let numbers: Vec<Value> = store
+                .list_platform_numbers(&id)
+                .await?
+                .into_iter()
+                .map(|n| {
+                    let token = if n.sealed_token().is_some() { "sealed" } else { "server_fallback" };
+                    json!({
+                        "phone_number_id": n.phone_number_id,
+                        "access_token": token,
+                        "registered_at": crate::clock::to_rfc3339(n.created_at),
+                    })
+                })
+                .collect();
+            Ok(json!({"account": account, "numbers": numbers}))
+        }
+        WebhookCommand::Unregister { phone_number_id } => {
+            if !store.unregister_platform_number(&phone_number_id).await? {
+                bail!("phone number id {phone_number_id:?} is not registered");
+            }
+            tracing::info!(phone_number_id = %phone_number_id, "platform number unregistered");
+            Ok(json!({"phone_number_id": phone_number_id, "status": "unregistered"}))
+        }
+        WebhookCommand::Queue { account } => {
+            let id = match &account {
+                Some(name) => Some(find_account(store, name).await?),
+                None => None,
+            };
+            let counts = store.platform_queue_counts(id.as_ref()).await?;
+            let mut out = serde_json::to_value(counts)?;
+            if let Some(name) = account {
+                out["account"] = json!(name);
+            }
+            Ok(out)
+        }
+    }
+}
+
+async fn find_account(store: &Store, name: &str) -> anyhow::Result<crate::domain::account::AccountId> {
+    store
+        .find_account(name)
+        .await?
+        .with_context(|| format!("no account named {name:?}"))
+}
+
+/// The platform's number ids are digits; they go into the send API's path.
+fn check_phone_number_id(id: &str) -> anyhow::Result<()> {
+    if !(1..=32).contains(&id.len()) || !id.bytes().all(|b| b.is_ascii_digit()) {
+        bail!("a phone number id is 1 to 32 digits");
+    }
+    Ok(())
+}
+
+/// A small file, refused when larger than `max` bytes.
+fn read_bounded(path: &std::path::Path, max: usize) -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(max as u64 + 1)
+        .read_to_string(&mut text)?;
+    if text.len() > max {
+        bail!("the file is larger than {max} bytes");
+    }
+    Ok(text)
 }
 
 fn keyring(

@@ -100,6 +100,79 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub limits: ClientLimits,
+
+    #[command(flatten)]
+    pub platform: PlatformArgs,
+}
+
+/// The messaging-platform channel (contract 2.12, 4.3): the webhook's two
+/// secrets and the send API the worker replies through. Without the verify
+/// token and the app secret the channel is off and its routes answer 404.
+#[derive(Debug, Clone, Args)]
+pub struct PlatformArgs {
+    /// The token the platform sends in the webhook handshake (`hub.verify_token`).
+    #[arg(long, env = "WARDEN_WEBHOOK_VERIFY_TOKEN", hide_env_values = true)]
+    pub webhook_verify_token: Option<String>,
+
+    /// The app secret that keys `X-Hub-Signature-256` (HMAC-SHA256 of the raw body).
+    #[arg(long, env = "WARDEN_WEBHOOK_APP_SECRET", hide_env_values = true)]
+    pub webhook_app_secret: Option<String>,
+
+    /// Base URL of the platform's send API, including its version segment;
+    /// replies go to `{base}/{phone_number_id}/messages`. https only, except
+    /// loopback under WARDEN_DEV_ALLOW_LOOPBACK.
+    #[arg(long, env = "WARDEN_PLATFORM_API_URL", default_value = PlatformArgs::DEFAULT_API_URL)]
+    pub platform_api_url: String,
+
+    /// Access token for the send API, used for numbers registered without one
+    /// (`warden admin webhook register --access-token-file`). Never logged.
+    #[arg(long, env = "WARDEN_PLATFORM_ACCESS_TOKEN", hide_env_values = true)]
+    pub platform_access_token: Option<String>,
+
+    /// Send attempts per message before it is dead-lettered.
+    #[arg(long, env = "WARDEN_PLATFORM_MAX_ATTEMPTS", default_value_t = PlatformArgs::DEFAULT.platform_max_attempts)]
+    pub platform_max_attempts: u32,
+
+    /// First retry delay in milliseconds; it doubles per attempt (at most 5 minutes).
+    #[arg(long, env = "WARDEN_PLATFORM_RETRY_BASE_MS", default_value_t = PlatformArgs::DEFAULT.platform_retry_base_ms)]
+    pub platform_retry_base_ms: u64,
+
+    /// How long a worker's claim on a message lasts, in milliseconds; a claim
+    /// of a crashed server is taken over once it lapses.
+    #[arg(long, env = "WARDEN_PLATFORM_LEASE_MS", default_value_t = PlatformArgs::DEFAULT.platform_lease_ms)]
+    pub platform_lease_ms: u64,
+
+    /// Deadline of one call to the send API, in milliseconds.
+    #[arg(long, env = "WARDEN_PLATFORM_SEND_TIMEOUT_MS", default_value_t = PlatformArgs::DEFAULT.platform_send_timeout_ms)]
+    pub platform_send_timeout_ms: u64,
+
+    /// Worker tasks per server; each claims one message at a time.
+    #[arg(long, env = "WARDEN_PLATFORM_WORKERS", default_value_t = PlatformArgs::DEFAULT.platform_workers)]
+    pub platform_workers: usize,
+}
+
+impl PlatformArgs {
+    pub const DEFAULT_API_URL: &'static str = "https://graph.facebook.com/v21.0";
+    pub const DEFAULT: PlatformArgs = PlatformArgs {
+        webhook_verify_token: None,
+        webhook_app_secret: None,
+        platform_api_url: String::new(),
+        platform_access_token: None,
+        platform_max_attempts: 8,
+        platform_retry_base_ms: 1_000,
+        platform_lease_ms: 120_000,
+        platform_send_timeout_ms: 10_000,
+        platform_workers: 2,
+    };
+}
+
+impl Default for PlatformArgs {
+    fn default() -> Self {
+        PlatformArgs {
+            platform_api_url: Self::DEFAULT_API_URL.to_owned(),
+            ..Self::DEFAULT
+        }
+    }
 }
 
 /// Bounds on what one client can hold: connections, time to send a request,
@@ -240,6 +313,41 @@ pub enum AdminCommand {
     /// Manage the keys that sign capability contexts.
     #[command(subcommand, name = "signing-key")]
     SigningKey(SigningKeyCommand),
+    /// Connect messaging-platform numbers and watch their inbound queue.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Route a platform number's webhook events to an account. The access
+    /// token for replies is read from a file (one trailing newline trimmed)
+    /// and sealed under the master key; without it the server's
+    /// WARDEN_PLATFORM_ACCESS_TOKEN is used. Registering again replaces the token.
+    Register {
+        #[arg(long)]
+        account: String,
+        /// The platform's `phone_number_id` (1 to 32 digits).
+        #[arg(long)]
+        phone_number_id: String,
+        #[arg(long)]
+        access_token_file: Option<PathBuf>,
+    },
+    /// List an account's registered numbers (never their tokens).
+    List {
+        #[arg(long)]
+        account: String,
+    },
+    /// Stop routing a number: its webhook events answer 404 from then on.
+    Unregister {
+        #[arg(long)]
+        phone_number_id: String,
+    },
+    /// Counts of inbound messages per state (all accounts, or one).
+    Queue {
+        #[arg(long)]
+        account: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

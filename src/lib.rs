@@ -13,6 +13,7 @@ pub mod crypto;
 pub mod domain;
 pub mod executor;
 pub mod http_server;
+pub mod platform;
 pub mod sandbox;
 pub mod signing;
 pub mod startup;

@@ -12,10 +12,12 @@ use crate::agent::Engine;
 use crate::agent::planner::{Planner, builtin::BuiltinPlanner, openai};
 use crate::api::lifetime::RequestDeadlines;
 use crate::api::{self, AppContext};
-use crate::cli::{DatabaseArgs, MasterKeyArgs, PlannerArgs, ServeArgs};
+use crate::cli::{DatabaseArgs, MasterKeyArgs, PlannerArgs, PlatformArgs, ServeArgs};
 use crate::crypto::master_key;
 use crate::executor::Executor;
 use crate::http_server::{self, ConnectionLimits};
+use crate::platform::worker::{RetryPolicy, Worker};
+use crate::platform::{PlatformChannel, send_api::SendApi, webhook::WebhookSecrets};
 use crate::sandbox::PolicySandbox;
 use crate::signing::Signer;
 use crate::store::{DatabaseKind, Store};
@@ -26,6 +28,8 @@ pub struct Application {
     connection_limits: ConnectionLimits,
     store: Store,
     context: crate::api::AppState,
+    /// The platform channel's worker and how many tasks run it.
+    worker: Option<(Worker, usize)>,
 }
 
 impl Application {
@@ -54,6 +58,29 @@ impl Application {
         );
         let planner = planner(&serve.planner)?;
         let engine = Engine::new(store.clone(), executor.clone(), planner, keyring.clone());
+        let (platform, worker) = match platform_channel(&serve.platform, serve.sandbox.dev_allow_loopback)? {
+            Some((channel, send_api)) => {
+                let worker = Worker {
+                    store: store.clone(),
+                    engine: engine.clone(),
+                    keyring: keyring.clone(),
+                    send_api,
+                    fallback_token: serve
+                        .platform
+                        .platform_access_token
+                        .clone()
+                        .map(|t| Arc::new(zeroize::Zeroizing::new(t))),
+                    policy: RetryPolicy {
+                        max_attempts: serve.platform.platform_max_attempts.max(1),
+                        base_delay: Duration::from_millis(serve.platform.platform_retry_base_ms),
+                        lease: Duration::from_millis(serve.platform.platform_lease_ms.max(1000)),
+                    },
+                    wake: channel.wake.clone(),
+                };
+                (Some(channel), Some((worker, serve.platform.platform_workers.max(1))))
+            }
+            None => (None, None),
+        };
         let state = Arc::new(AppContext {
             store: store.clone(),
             environment: database.environment.clone(),
@@ -62,6 +89,7 @@ impl Application {
             signer,
             executor,
             engine,
+            platform,
         });
         let listener = TcpListener::bind(serve.listen)
             .await
@@ -72,6 +100,7 @@ impl Application {
             connection_limits: ConnectionLimits::from(&serve.limits),
             store,
             context: state,
+            worker,
         })
     }
 
@@ -97,9 +126,25 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let housekeeping = tokio::spawn(housekeeping(self.store.clone()));
+        let (stop_workers, stop) = tokio::sync::watch::channel(false);
+        let workers = match self.worker {
+            Some((worker, count)) => worker.spawn(count, stop),
+            None => Vec::new(),
+        };
         let served =
             http_server::serve(self.listener, self.router, self.connection_limits, shutdown).await;
         housekeeping.abort();
+        // Workers finish the message in hand; a claim cut short lapses and
+        // another attempt (here or on a replica) takes it over.
+        let _ = stop_workers.send(true);
+        for mut worker in workers {
+            if tokio::time::timeout(Duration::from_secs(10), &mut worker)
+                .await
+                .is_err()
+            {
+                worker.abort();
+            }
+        }
         served?;
         // Work detached from hung-up clients may still hold connections;
         // it is bounded by its own deadlines, and so is this wait.
@@ -123,6 +168,12 @@ async fn housekeeping(store: Store) {
             Ok(n) => tracing::info!(purged = n, "expired idempotency records purged"),
             Err(err) => tracing::warn!(error = %err, "could not purge expired idempotency records"),
         }
+        let week_ago = crate::clock::now_millis() - 7 * 24 * 60 * 60 * 1000;
+        match store.purge_platform_messages(week_ago).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(purged = n, "finished platform messages purged"),
+            Err(err) => tracing::warn!(error = %err, "could not purge finished platform messages"),
+        }
         let day_ago = crate::clock::now_millis() - 24 * 60 * 60 * 1000;
         match store.purge_expired_channel_state(day_ago).await {
             Ok(0) => {}
@@ -133,6 +184,34 @@ async fn housekeeping(store: Store) {
             Err(err) => tracing::warn!(error = %err, "could not purge expired channel state"),
         }
     }
+}
+
+/// The platform channel when both webhook secrets are set; one without the
+/// other is a configuration mistake, refused at start.
+fn platform_channel(
+    args: &PlatformArgs,
+    allow_loopback: bool,
+) -> anyhow::Result<Option<(PlatformChannel, SendApi)>> {
+    let (token, secret) = match (&args.webhook_verify_token, &args.webhook_app_secret) {
+        (None, None) => return Ok(None),
+        (Some(token), Some(secret)) if !token.is_empty() && !secret.is_empty() => (token, secret),
+        _ => anyhow::bail!(
+            "the platform channel needs both WARDEN_WEBHOOK_VERIFY_TOKEN and WARDEN_WEBHOOK_APP_SECRET (non-empty)"
+        ),
+    };
+    let send_api = SendApi::new(
+        &args.platform_api_url,
+        Duration::from_millis(args.platform_send_timeout_ms),
+        allow_loopback,
+    )?;
+    tracing::info!(send_api = %args.platform_api_url, "platform channel: webhook on, replies through the send API");
+    Ok(Some((
+        PlatformChannel {
+            secrets: WebhookSecrets::new(token, secret),
+            wake: Arc::new(tokio::sync::Notify::new()),
+        },
+        send_api,
+    )))
 }
 
 /// The configured planner: a model behind an OpenAI-compatible API, or the

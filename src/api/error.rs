@@ -26,6 +26,12 @@ pub enum ApiError {
     Unauthorized,
     #[error("{0}")]
     NotFound(&'static str),
+    /// A public route's own check refused the caller (the webhook handshake).
+    #[error("{0}")]
+    Forbidden(&'static str),
+    /// `X-Hub-Signature-256` is well formed but not the body's HMAC.
+    #[error("the webhook signature does not match the body")]
+    SignatureMismatch,
     #[error("{0}")]
     BadRequest(String),
     #[error("{0}")]
@@ -86,6 +92,8 @@ impl ApiError {
         let (status, code) = match self {
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "FORBIDDEN"),
+            ApiError::SignatureMismatch => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
             ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, "INVALID_JSON"),
             ApiError::PolicyInvalid(_) => (StatusCode::BAD_REQUEST, "POLICY_INVALID"),
@@ -144,6 +152,8 @@ impl From<crate::sandbox::SandboxError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let info = self.info();
+        // A bad webhook signature is a 401 with no bearer scheme to offer.
+        let bearer = !matches!(self, ApiError::SignatureMismatch);
         if info.status.is_server_error() {
             // The cause chain is for the operator; the client gets the safe message.
             tracing::error!(code = info.code, error = ?anyhow::Error::new(self), "request failed");
@@ -151,7 +161,7 @@ impl IntoResponse for ApiError {
             tracing::debug!(code = info.code, message = %info.message, "request refused");
         }
         let mut response = info.status.into_response();
-        if info.status == StatusCode::UNAUTHORIZED {
+        if info.status == StatusCode::UNAUTHORIZED && bearer {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

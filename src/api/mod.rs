@@ -28,6 +28,7 @@ pub mod jwks;
 pub mod lifetime;
 pub mod messages;
 pub mod operation_results;
+pub mod platform_webhook;
 pub mod policy;
 pub mod request_log;
 
@@ -46,6 +47,8 @@ pub struct AppContext {
     pub executor: Executor,
     /// Runs user turns of the HTTP channel.
     pub engine: Engine,
+    /// The messaging-platform channel, when configured (else its routes 404).
+    pub platform: Option<crate::platform::PlatformChannel>,
 }
 
 pub type AppState = Arc<AppContext>;
@@ -111,6 +114,11 @@ pub fn router(state: AppState, deadlines: lifetime::RequestDeadlines) -> Router 
         .route(
             "/v1/conversations/{conversation_id}/operation-results",
             post(operation_results::report_operation_result),
+        )
+        .route(
+            "/v1/webhooks/platform",
+            get(platform_webhook::verify_platform_webhook)
+                .post(platform_webhook::receive_platform_webhook),
         )
         .fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(CatchPanicLayer::new())

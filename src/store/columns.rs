@@ -12,6 +12,7 @@ use crate::domain::language::Language;
 use crate::store::capability_tests::TestStatus;
 use crate::store::conversations::MessageRole;
 use crate::store::idempotency::IdempotencyState;
+use crate::store::platform::InboundState;
 
 /// Implements `Type`, `Encode` and `Decode` for every backend whose `str`
 /// has them, through the set's `as_str` and `parse`.
@@ -66,4 +67,5 @@ text_column!(
     TestStatus,
     MessageRole,
     IdempotencyState,
+    InboundState,
 );

@@ -27,6 +27,7 @@ pub mod diagnostics;
 mod error;
 pub mod gap_events;
 pub mod idempotency;
+pub mod platform;
 pub mod policy;
 pub mod signing_keys;
 

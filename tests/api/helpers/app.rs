@@ -64,11 +64,26 @@ impl TestApp {
         .await
     }
 
+    /// A loopback-enabled server with the messaging-platform channel configured.
+    pub async fn spawn_with_platform(db: TestDb, platform: warden::cli::PlatformArgs) -> Self {
+        Self::spawn_full(db, true, Default::default(), Default::default(), platform).await
+    }
+
     async fn spawn_configured(
         db: TestDb,
         dev_allow_loopback: bool,
         planner: PlannerArgs,
         limits: warden::cli::ClientLimits,
+    ) -> Self {
+        Self::spawn_full(db, dev_allow_loopback, planner, limits, Default::default()).await
+    }
+
+    async fn spawn_full(
+        db: TestDb,
+        dev_allow_loopback: bool,
+        planner: PlannerArgs,
+        limits: warden::cli::ClientLimits,
+        platform: warden::cli::PlatformArgs,
     ) -> Self {
         let serve = ServeArgs {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -79,6 +94,7 @@ impl TestApp {
             },
             planner,
             limits,
+            platform,
         };
         let keys = MasterKeyArgs {
             master_key: Some(MASTER_KEY.into()),

@@ -8,6 +8,7 @@ mod app;
 mod db;
 pub mod endpoint;
 pub mod fake_inference;
+pub mod fake_send_api;
 pub mod fixtures;
 mod process;
 pub mod shop;

@@ -1,0 +1,90 @@
+//! `GET` and `POST /v1/webhooks/platform` (contract 2.12, 4.3), public:
+//! the subscription handshake, and receipt of signed events. Both answer
+//! 404 when the channel is not configured. The POST checks the signature
+//! over the raw bytes before parsing anything, and does nothing but queue:
+//! the turn and the reply happen in the worker (`platform::worker`).
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use super::AppState;
+use super::error::ApiError;
+use crate::platform::inbound;
+use crate::platform::queue::{self, ReceiveError, WebhookAnswer};
+use crate::platform::webhook::{HandshakeError, Signature, SignatureError};
+
+/// Largest event body accepted (413 beyond); the platform's deliveries are
+/// a few kilobytes.
+pub const MAX_WEBHOOK_BYTES: usize = 256 * 1024;
+pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
+
+pub async fn verify_platform_webhook(
+    State(app): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let channel = app.platform.as_ref().ok_or(ApiError::NotFound("no such route"))?;
+    match channel.secrets.handshake(query.as_deref().unwrap_or("")) {
+        Ok(challenge) => Ok((
+            [
+                (header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8")),
+                (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+            ],
+            challenge,
+        )
+            .into_response()),
+        Err(HandshakeError::Invalid(why)) => Err(ApiError::BadRequest(why)),
+        Err(HandshakeError::Refused) => Err(ApiError::Forbidden("the webhook verification failed")),
+    }
+}
+
+pub async fn receive_platform_webhook(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<WebhookAnswer>, ApiError> {
+    let channel = app.platform.as_ref().ok_or(ApiError::NotFound("no such route"))?;
+    let signature = Signature::parse(headers.get(SIGNATURE_HEADER).map(HeaderValue::as_bytes))
+        .map_err(|_| {
+            ApiError::BadRequest("X-Hub-Signature-256 must be sha256= and 64 lowercase hex digits".into())
+        })?;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > MAX_WEBHOOK_BYTES as u64) {
+        return Err(ApiError::PayloadTooLarge { limit: MAX_WEBHOOK_BYTES });
+    }
+    let bytes = Limited::new(body, MAX_WEBHOOK_BYTES)
+        .collect()
+        .await
+        .map_err(|err| {
+            if err.downcast_ref::<LengthLimitError>().is_some() {
+                ApiError::PayloadTooLarge { limit: MAX_WEBHOOK_BYTES }
+            } else {
+                ApiError::BadRequest("the request body could not be read".into())
+            }
+        })?
+        .to_bytes();
+    channel
+        .secrets
+        .verify(&signature, &bytes)
+        .map_err(|_: SignatureError| ApiError::SignatureMismatch)?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::InvalidJson(format!("the body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::InvalidJson("the body must be a JSON object".into()));
+    }
+    let changes = inbound::parse(value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let answer = queue::receive(&app.store, changes).await.map_err(|err| match err {
+        ReceiveError::NotRegistered => ApiError::NotFound("the phone number is not registered"),
+        ReceiveError::Store(err) => err.into(),
+    })?;
+    if answer.status == queue::Outcome::Accepted {
+        channel.wake.notify_waiters();
+    }
+    Ok(Json(answer))
+}

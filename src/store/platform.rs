@@ -1,0 +1,416 @@
+//! The messaging-platform channel as stored: registered numbers (their
+//! access tokens sealed), the durable inbound queue, and the conversation
+//! each platform user has with each number.
+//!
+//! The queue's life of a message: `queued` (accepted, no reply yet) →
+//! `answered` (the turn ran; its reply is recorded before the send) →
+//! `replied` (the platform acknowledged the send) or `dead` (attempts used
+//! up). A worker's claim is a lease (`lease_owner`, `lease_until`) taken in
+//! one statement; a lapsed lease (a crashed server) is taken over. A
+//! message is claimable only when no earlier message of the same user and
+//! number is still unfinished, so each user is answered in arrival order.
+
+use super::{Store, StoreResult, on_pool};
+use crate::clock::now_millis;
+use crate::crypto::sealed::Sealed;
+use crate::domain::account::AccountId;
+use crate::domain::closed_set::closed_set;
+
+closed_set! {
+    /// Where an inbound message is in its life (see the module doc).
+    pub enum InboundState {
+        Queued = "queued",
+        Answered = "answered",
+        Replied = "replied",
+        Dead = "dead",
+    }
+}
+
+/// A registered number.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PlatformNumberRow {
+    pub phone_number_id: String,
+    account_id: i64,
+    master_key_id: Option<String>,
+    nonce: Option<Vec<u8>>,
+    ciphertext: Option<Vec<u8>>,
+    pub created_at: i64,
+}
+
+impl PlatformNumberRow {
+    pub fn account(&self) -> AccountId {
+        AccountId::from_stored(self.account_id)
+    }
+
+    /// The sealed access token, if the number was registered with one.
+    pub fn sealed_token(&self) -> Option<Sealed> {
+        Some(Sealed {
+            key_id: self.master_key_id.clone()?,
+            nonce: self.nonce.clone()?,
+            ciphertext: self.ciphertext.clone()?,
+        })
+    }
+}
+
+/// An inbound text message to queue.
+pub struct NewInbound<'a> {
+    pub platform_message_id: &'a str,
+    pub account: AccountId,
+    pub phone_number_id: &'a str,
+    pub user_pseudonym: &'a str,
+    pub recipient: &'a str,
+    pub body: &'a str,
+}
+
+/// A message a worker holds the lease of.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ClaimedInbound {
+    pub seq: i64,
+    pub platform_message_id: String,
+    account_id: i64,
+    pub phone_number_id: String,
+    pub user_pseudonym: String,
+    pub recipient: Option<String>,
+    pub body: Option<String>,
+    pub state: InboundState,
+    pub reply: Option<String>,
+    /// Claims so far, this one included.
+    pub attempts: i64,
+}
+
+impl ClaimedInbound {
+    pub fn account(&self) -> AccountId {
+        AccountId::from_stored(self.account_id)
+    }
+}
+
+/// Messages per state; `claimed` are the queued or answered ones a worker
+/// holds right now (counted there, not in `queued` or `answered`).
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct QueueCounts {
+    pub queued: i64,
+    pub claimed: i64,
+    pub answered: i64,
+    pub replied: i64,
+    pub dead: i64,
+}
+
+const NUMBER_COLUMNS: &str =
+    "phone_number_id, account_id, master_key_id, nonce, ciphertext, created_at";
+const CLAIMED_COLUMNS: &str = "seq, platform_message_id, account_id, phone_number_id, user_pseudonym, recipient, body, state, reply, attempts";
+
+impl Store {
+    /// Registers a number for an account, or replaces its token. Returns
+    /// false when the number belongs to another account (nothing changed).
+    pub async fn register_platform_number(
+        &self,
+        account: &AccountId,
+        phone_number_id: &str,
+        token: Option<&Sealed>,
+    ) -> StoreResult<bool> {
+        let affected = on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO platform_numbers (phone_number_id, account_id, master_key_id, nonce, ciphertext, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (phone_number_id) DO UPDATE SET master_key_id = excluded.master_key_id, \
+                 nonce = excluded.nonce, ciphertext = excluded.ciphertext \
+                 WHERE platform_numbers.account_id = excluded.account_id",
+            )
+            .bind(phone_number_id)
+            .bind(account.number())
+            .bind(token.map(|t| t.key_id.as_str()))
+            .bind(token.map(|t| t.nonce.as_slice()))
+            .bind(token.map(|t| t.ciphertext.as_slice()))
+            .bind(now_millis())
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(affected == 1)
+    }
+
+    /// Returns false when the number was not registered.
+    pub async fn unregister_platform_number(&self, phone_number_id: &str) -> StoreResult<bool> {
+        let affected = on_pool!(self, pool => {
+            sqlx::query("DELETE FROM platform_numbers WHERE phone_number_id = $1")
+                .bind(phone_number_id)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        Ok(affected == 1)
+    }
+
+    pub async fn list_platform_numbers(
+        &self,
+        account: &AccountId,
+    ) -> StoreResult<Vec<PlatformNumberRow>> {
+        let sql = format!(
+            "SELECT {NUMBER_COLUMNS} FROM platform_numbers WHERE account_id = $1 ORDER BY phone_number_id"
+        );
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(account.number()).fetch_all(pool).await
+        })?)
+    }
+
+    pub async fn find_platform_number(
+        &self,
+        phone_number_id: &str,
+    ) -> StoreResult<Option<PlatformNumberRow>> {
+        let sql = format!("SELECT {NUMBER_COLUMNS} FROM platform_numbers WHERE phone_number_id = $1");
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(phone_number_id).fetch_optional(pool).await
+        })?)
+    }
+
+    /// Queues a message once: false when its platform id was seen before.
+    pub async fn enqueue_platform_message(&self, message: &NewInbound<'_>) -> StoreResult<bool> {
+        let now = now_millis();
+        let affected = on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO platform_inbound (platform_message_id, account_id, phone_number_id, user_pseudonym, \
+                 recipient, body, state, next_attempt_at, received_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $8) ON CONFLICT (platform_message_id) DO NOTHING",
+            )
+            .bind(message.platform_message_id)
+            .bind(message.account.number())
+            .bind(message.phone_number_id)
+            .bind(message.user_pseudonym)
+            .bind(message.recipient)
+            .bind(message.body)
+            .bind(InboundState::Queued)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(affected == 1)
+    }
+
+    /// Takes the lease of the oldest ready message whose user has nothing
+    /// earlier unfinished, in one statement (PostgreSQL: rows another
+    /// replica is claiming are skipped, not waited for; SQLite: the
+    /// statement holds the single write lock). Counts the attempt.
+    pub async fn claim_platform_message(
+        &self,
+        owner: &str,
+        lease_millis: i64,
+    ) -> StoreResult<Option<ClaimedInbound>> {
+        let lock = match self {
+            Store::Postgres(_) => "FOR UPDATE SKIP LOCKED",
+            Store::Sqlite(_) => "",
+        };
+        let sql = format!(
+            "UPDATE platform_inbound SET lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3 \
+             WHERE seq = (SELECT m.seq FROM platform_inbound m \
+               WHERE m.state IN ($4, $5) AND m.next_attempt_at <= $3 \
+               AND (m.lease_until IS NULL OR m.lease_until < $3) \
+               AND NOT EXISTS (SELECT 1 FROM platform_inbound e WHERE e.phone_number_id = m.phone_number_id \
+                 AND e.user_pseudonym = m.user_pseudonym AND e.seq < m.seq AND e.state IN ($4, $5)) \
+               ORDER BY m.seq LIMIT 1 {lock}) \
+             RETURNING {CLAIMED_COLUMNS}"
+        );
+        let now = now_millis();
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(owner)
+                .bind(now + lease_millis)
+                .bind(now)
+                .bind(InboundState::Queued)
+                .bind(InboundState::Answered)
+                .fetch_optional(pool)
+                .await
+        })?)
+    }
+
+    /// Records the turn's reply (and the user's conversation, if new) while
+    /// the lease is still ours. False: the lease was lost, drop the reply.
+    pub async fn record_platform_reply(
+        &self,
+        message: &ClaimedInbound,
+        owner: &str,
+        reply: &str,
+        conversation_id: &str,
+    ) -> StoreResult<bool> {
+        let begin = self.write_transaction_statement();
+        let now = now_millis();
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            let affected = sqlx::query(
+                "UPDATE platform_inbound SET state = $3, reply = $4, body = NULL, updated_at = $5 \
+                 WHERE seq = $1 AND lease_owner = $2 AND state = $6",
+            )
+            .bind(message.seq)
+            .bind(owner)
+            .bind(InboundState::Answered)
+            .bind(reply)
+            .bind(now)
+            .bind(InboundState::Queued)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if affected != 1 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            sqlx::query(
+                "INSERT INTO platform_conversations (phone_number_id, user_pseudonym, conversation_id) \
+                 VALUES ($1, $2, $3) ON CONFLICT (phone_number_id, user_pseudonym) DO NOTHING",
+            )
+            .bind(&message.phone_number_id)
+            .bind(&message.user_pseudonym)
+            .bind(conversation_id)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+    }
+
+    /// The send was acknowledged: the message is done and the sender's id
+    /// is erased. False when the lease was lost meanwhile.
+    pub async fn mark_platform_replied(&self, seq: i64, owner: &str) -> StoreResult<bool> {
+        self.finish_platform_message(seq, owner, InboundState::Replied, None)
+            .await
+    }
+
+    /// Gives up on a message (attempts used up, or it can never be sent).
+    pub async fn dead_letter_platform_message(
+        &self,
+        seq: i64,
+        owner: &str,
+        error: &str,
+    ) -> StoreResult<bool> {
+        self.finish_platform_message(seq, owner, InboundState::Dead, Some(error))
+            .await
+    }
+
+    async fn finish_platform_message(
+        &self,
+        seq: i64,
+        owner: &str,
+        state: InboundState,
+        error: Option<&str>,
+    ) -> StoreResult<bool> {
+        let affected = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE platform_inbound SET state = $3, recipient = NULL, body = NULL, reply = NULL, \
+                 lease_owner = NULL, lease_until = NULL, last_error = $4, updated_at = $5 \
+                 WHERE seq = $1 AND lease_owner = $2",
+            )
+            .bind(seq)
+            .bind(owner)
+            .bind(state)
+            .bind(error)
+            .bind(now_millis())
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(affected == 1)
+    }
+
+    /// Releases the lease for a later attempt, not before `next_attempt_at`.
+    pub async fn retry_platform_message(
+        &self,
+        seq: i64,
+        owner: &str,
+        next_attempt_at: i64,
+        error: &str,
+    ) -> StoreResult<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE platform_inbound SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $3, \
+                 last_error = $4, updated_at = $5 WHERE seq = $1 AND lease_owner = $2",
+            )
+            .bind(seq)
+            .bind(owner)
+            .bind(next_attempt_at)
+            .bind(error)
+            .bind(now_millis())
+            .execute(pool)
+            .await
+            .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// The conversation a platform user has with a number, if any.
+    pub async fn find_platform_conversation(
+        &self,
+        phone_number_id: &str,
+        user_pseudonym: &str,
+    ) -> StoreResult<Option<String>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_scalar(
+                "SELECT conversation_id FROM platform_conversations WHERE phone_number_id = $1 AND user_pseudonym = $2",
+            )
+            .bind(phone_number_id)
+            .bind(user_pseudonym)
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    /// Forgets a user's conversation (it no longer exists); the next
+    /// message starts a new one.
+    pub async fn forget_platform_conversation(
+        &self,
+        phone_number_id: &str,
+        user_pseudonym: &str,
+    ) -> StoreResult<()> {
+        on_pool!(self, pool => {
+            sqlx::query("DELETE FROM platform_conversations WHERE phone_number_id = $1 AND user_pseudonym = $2")
+                .bind(phone_number_id)
+                .bind(user_pseudonym)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// Counts per state, of every account or one.
+    pub async fn platform_queue_counts(
+        &self,
+        account: Option<&AccountId>,
+    ) -> StoreResult<QueueCounts> {
+        let now = now_millis();
+        let rows: Vec<(InboundState, i64, i64)> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT state, CAST(CASE WHEN lease_until >= $1 THEN 1 ELSE 0 END AS BIGINT) AS leased, COUNT(*) \
+                 FROM platform_inbound WHERE ($2 IS NULL OR account_id = $2) GROUP BY state, leased",
+            )
+            .bind(now)
+            .bind(account.map(|a| a.number()))
+            .fetch_all(pool)
+            .await
+        })?;
+        let mut counts = QueueCounts::default();
+        for (state, leased, n) in rows {
+            let slot = match state {
+                InboundState::Queued | InboundState::Answered if leased == 1 => &mut counts.claimed,
+                InboundState::Queued => &mut counts.queued,
+                InboundState::Answered => &mut counts.answered,
+                InboundState::Replied => &mut counts.replied,
+                InboundState::Dead => &mut counts.dead,
+            };
+            *slot += n;
+        }
+        Ok(counts)
+    }
+
+    /// Deletes finished messages received before `before` (they stop
+    /// deduplicating then); returns how many.
+    pub async fn purge_platform_messages(&self, before: i64) -> StoreResult<u64> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query("DELETE FROM platform_inbound WHERE received_at < $1 AND state IN ($2, $3)")
+                .bind(before)
+                .bind(InboundState::Replied)
+                .bind(InboundState::Dead)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?)
+    }
+}
