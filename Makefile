@@ -16,6 +16,7 @@ help:
 	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed), and a short fuzz run"
 	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
 	@echo "make bench   sandbox figures and ratios against native; executor overhead per call;"
+	@echo "             platform webhook deliveries per second and queue-to-reply latency;"
 	@echo "             the dialogue set's pass rate per rule and planner (docs/conversation.md)"
 	@echo "make lint    rustfmt check and clippy with warnings denied"
 	@echo "make walkthrough  a three-turn conversation against the example host endpoint"
@@ -43,6 +44,7 @@ guest: toolchain
 bench: toolchain
 	$(CARGO) bench -p warden-host --bench sandbox
 	$(CARGO) bench -p warden --bench executor
+	$(CARGO) bench -p warden --bench platform
 	WARDEN_DIALOGUE_REPORT=1 $(CARGO) test --test api -- dialogues::the_dialogue_set::case_1_sqlite --exact --nocapture
 
 walkthrough: toolchain

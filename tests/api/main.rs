@@ -26,6 +26,7 @@ mod host_endpoint;
 mod isolation;
 mod operation_results;
 mod planner_openai;
+mod platform_durability;
 mod platform_webhook;
 mod policy;
 mod pruning;

@@ -191,7 +191,7 @@ async fn signatures_are_checked_over_the_raw_bytes_before_parsing(backend: Backe
         Some(signature.replace("sha256=", "sha1=")),
         Some(signature[..signature.len() - 1].to_owned()),
         Some(format!("{signature}0")),
-        Some(format!(" {signature}")),
+        Some(format!("{signature} x")),
         Some(signature.replace("sha256=", "")),
     ];
     for header in &malformed {

@@ -277,6 +277,7 @@ async fn serve_resolving(app: &TestApp, lookup: Arc<ScriptedLookup>) -> String {
         signer: ctx.signer.clone(),
         executor: executor(app, lookup),
         engine: ctx.engine.clone(),
+        platform: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
