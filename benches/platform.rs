@@ -88,8 +88,14 @@ async fn post(client: &reqwest::Client, url: &str, bytes: Vec<u8>) -> Instant {
 
 async fn wait_for(arrivals: &Arrivals, ids: &[String]) {
     let deadline = Instant::now() + Duration::from_secs(600);
-    while ids.iter().any(|id| !arrivals.lock().unwrap().contains_key(id)) {
-        assert!(Instant::now() < deadline, "replies missing after 10 minutes");
+    while ids
+        .iter()
+        .any(|id| !arrivals.lock().unwrap().contains_key(id))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "replies missing after 10 minutes"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -138,7 +144,9 @@ async fn run(label: &str, database_url: &str, dir: &std::path::Path) {
     let url = format!("http://{}/v1/webhooks/platform", app.local_addr());
     tokio::spawn(app.run(std::future::pending()));
     for command in [
-        AdminCommand::Account(AccountCommand::Create { name: "bench".into() }),
+        AdminCommand::Account(AccountCommand::Create {
+            name: "bench".into(),
+        }),
         AdminCommand::Webhook(WebhookCommand::Register {
             account: "bench".into(),
             phone_number_id: NUMBER.into(),
@@ -181,7 +189,12 @@ async fn run(label: &str, database_url: &str, dir: &std::path::Path) {
     let mut paced = HashMap::new();
     for n in 0..PACED {
         let id = format!("wamid.paced.{n}");
-        let at = post(&client, &url, delivery(&format!("34611{:06}", n % USERS), &id)).await;
+        let at = post(
+            &client,
+            &url,
+            delivery(&format!("34611{:06}", n % USERS), &id),
+        )
+        .await;
         paced.insert(id.clone(), at);
         wait_for(&arrivals, &[id]).await;
     }

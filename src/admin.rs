@@ -142,9 +142,15 @@ async fn webhook(
             {
                 bail!("phone number id {phone_number_id:?} is registered to another account");
             }
-            let token = if sealed.is_some() { "sealed" } else { "server_fallback" };
+            let token = if sealed.is_some() {
+                "sealed"
+            } else {
+                "server_fallback"
+            };
             tracing::info!(account = %account, phone_number_id = %phone_number_id, access_token = token, "platform number registered");
-            Ok(json!({"account": account, "phone_number_id": phone_number_id, "access_token": token}))
+            Ok(
+                json!({"account": account, "phone_number_id": phone_number_id, "access_token": token}),
+            )
         }
         WebhookCommand::List { account } => {
             let id = find_account(store, &account).await?;
@@ -153,7 +159,11 @@ async fn webhook(
                 .await?
                 .into_iter()
                 .map(|n| {
-                    let token = if n.sealed_token().is_some() { "sealed" } else { "server_fallback" };
+                    let token = if n.sealed_token().is_some() {
+                        "sealed"
+                    } else {
+                        "server_fallback"
+                    };
                     json!({
                         "phone_number_id": n.phone_number_id,
                         "access_token": token,
@@ -185,7 +195,10 @@ async fn webhook(
     }
 }
 
-async fn find_account(store: &Store, name: &str) -> anyhow::Result<crate::domain::account::AccountId> {
+async fn find_account(
+    store: &Store,
+    name: &str,
+) -> anyhow::Result<crate::domain::account::AccountId> {
     store
         .find_account(name)
         .await?

@@ -58,29 +58,37 @@ impl Application {
         );
         let planner = planner(&serve.planner)?;
         let engine = Engine::new(store.clone(), executor.clone(), planner, keyring.clone());
-        let (platform, worker) = match platform_channel(&serve.platform, serve.sandbox.dev_allow_loopback)? {
-            Some((channel, send_api)) => {
-                let worker = Worker {
-                    store: store.clone(),
-                    engine: engine.clone(),
-                    keyring: keyring.clone(),
-                    send_api,
-                    fallback_token: serve
-                        .platform
-                        .platform_access_token
-                        .clone()
-                        .map(|t| Arc::new(zeroize::Zeroizing::new(t))),
-                    policy: RetryPolicy {
-                        max_attempts: serve.platform.platform_max_attempts.max(1),
-                        base_delay: Duration::from_millis(serve.platform.platform_retry_base_ms),
-                        lease: Duration::from_millis(serve.platform.platform_lease_ms.max(1000)),
-                    },
-                    wake: channel.wake.clone(),
-                };
-                (Some(channel), Some((worker, serve.platform.platform_workers.max(1))))
-            }
-            None => (None, None),
-        };
+        let (platform, worker) =
+            match platform_channel(&serve.platform, serve.sandbox.dev_allow_loopback)? {
+                Some((channel, send_api)) => {
+                    let worker = Worker {
+                        store: store.clone(),
+                        engine: engine.clone(),
+                        keyring: keyring.clone(),
+                        send_api,
+                        fallback_token: serve
+                            .platform
+                            .platform_access_token
+                            .clone()
+                            .map(|t| Arc::new(zeroize::Zeroizing::new(t))),
+                        policy: RetryPolicy {
+                            max_attempts: serve.platform.platform_max_attempts.max(1),
+                            base_delay: Duration::from_millis(
+                                serve.platform.platform_retry_base_ms,
+                            ),
+                            lease: Duration::from_millis(
+                                serve.platform.platform_lease_ms.max(1000),
+                            ),
+                        },
+                        wake: channel.wake.clone(),
+                    };
+                    (
+                        Some(channel),
+                        Some((worker, serve.platform.platform_workers.max(1))),
+                    )
+                }
+                None => (None, None),
+            };
         let state = Arc::new(AppContext {
             store: store.clone(),
             environment: database.environment.clone(),

@@ -26,12 +26,21 @@ pub async fn verify_platform_webhook(
     State(app): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let channel = app.platform.as_ref().ok_or(ApiError::NotFound("no such route"))?;
+    let channel = app
+        .platform
+        .as_ref()
+        .ok_or(ApiError::NotFound("no such route"))?;
     match channel.secrets.handshake(query.as_deref().unwrap_or("")) {
         Ok(challenge) => Ok((
             [
-                (header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8")),
-                (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                ),
+                (
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    HeaderValue::from_static("nosniff"),
+                ),
             ],
             challenge,
         )
@@ -46,24 +55,33 @@ pub async fn receive_platform_webhook(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<WebhookAnswer>, ApiError> {
-    let channel = app.platform.as_ref().ok_or(ApiError::NotFound("no such route"))?;
+    let channel = app
+        .platform
+        .as_ref()
+        .ok_or(ApiError::NotFound("no such route"))?;
     let signature = Signature::parse(headers.get(SIGNATURE_HEADER).map(HeaderValue::as_bytes))
         .map_err(|_| {
-            ApiError::BadRequest("X-Hub-Signature-256 must be sha256= and 64 lowercase hex digits".into())
+            ApiError::BadRequest(
+                "X-Hub-Signature-256 must be sha256= and 64 lowercase hex digits".into(),
+            )
         })?;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > MAX_WEBHOOK_BYTES as u64) {
-        return Err(ApiError::PayloadTooLarge { limit: MAX_WEBHOOK_BYTES });
+        return Err(ApiError::PayloadTooLarge {
+            limit: MAX_WEBHOOK_BYTES,
+        });
     }
     let bytes = Limited::new(body, MAX_WEBHOOK_BYTES)
         .collect()
         .await
         .map_err(|err| {
             if err.downcast_ref::<LengthLimitError>().is_some() {
-                ApiError::PayloadTooLarge { limit: MAX_WEBHOOK_BYTES }
+                ApiError::PayloadTooLarge {
+                    limit: MAX_WEBHOOK_BYTES,
+                }
             } else {
                 ApiError::BadRequest("the request body could not be read".into())
             }
@@ -76,13 +94,17 @@ pub async fn receive_platform_webhook(
     let value: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::InvalidJson(format!("the body is not valid JSON: {e}")))?;
     if !value.is_object() {
-        return Err(ApiError::InvalidJson("the body must be a JSON object".into()));
+        return Err(ApiError::InvalidJson(
+            "the body must be a JSON object".into(),
+        ));
     }
     let changes = inbound::parse(value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let answer = queue::receive(&app.store, changes).await.map_err(|err| match err {
-        ReceiveError::NotRegistered => ApiError::NotFound("the phone number is not registered"),
-        ReceiveError::Store(err) => err.into(),
-    })?;
+    let answer = queue::receive(&app.store, changes)
+        .await
+        .map_err(|err| match err {
+            ReceiveError::NotRegistered => ApiError::NotFound("the phone number is not registered"),
+            ReceiveError::Store(err) => err.into(),
+        })?;
     if answer.status == queue::Outcome::Accepted {
         channel.wake.notify_waiters();
     }

@@ -95,8 +95,7 @@ struct Metadata {
 
 /// Reads a delivery (already verified and parsed as a JSON object).
 pub fn parse(body: Value) -> Result<Vec<Change>, NotAnEvent> {
-    let payload: Payload =
-        serde_json::from_value(body).map_err(|e| NotAnEvent(e.to_string()))?;
+    let payload: Payload = serde_json::from_value(body).map_err(|e| NotAnEvent(e.to_string()))?;
     let mut changes = Vec::new();
     let mut items_seen = 0usize;
     for value in payload

@@ -62,7 +62,10 @@ pub async fn receive(store: &Store, changes: Vec<Change>) -> Result<WebhookAnswe
     let mut routes: HashMap<String, Option<AccountId>> = HashMap::new();
     for number in changes.iter().filter_map(|c| c.phone_number_id.as_ref()) {
         if !routes.contains_key(number) {
-            let account = store.find_platform_number(number).await?.map(|n| n.account());
+            let account = store
+                .find_platform_number(number)
+                .await?
+                .map(|n| n.account());
             routes.insert(number.clone(), account);
         }
     }
@@ -109,7 +112,9 @@ pub async fn receive(store: &Store, changes: Vec<Change>) -> Result<WebhookAnswe
                         reason: None,
                     }
                 }
-                (Item::Text { id, .. }, _, _) => ignored(Some(id), IgnoredReason::NumberNotRegistered),
+                (Item::Text { id, .. }, _, _) => {
+                    ignored(Some(id), IgnoredReason::NumberNotRegistered)
+                }
                 (Item::Ignored { id, reason }, _, _) => ignored(id, reason),
             };
             messages.push(outcome);

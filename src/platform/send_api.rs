@@ -52,12 +52,11 @@ impl SendApi {
     pub fn new(base: &str, timeout: Duration, allow_loopback: bool) -> anyhow::Result<Self> {
         let base = url::Url::parse(base.trim_end_matches('/'))
             .map_err(|e| anyhow::anyhow!("WARDEN_PLATFORM_API_URL {base:?} is not a URL: {e}"))?;
-        let loopback = matches!(
-            base.host(),
-            Some(url::Host::Domain("localhost"))
-        ) || matches!(base.host(), Some(url::Host::Ipv4(ip)) if ip.is_loopback())
+        let loopback = matches!(base.host(), Some(url::Host::Domain("localhost")))
+            || matches!(base.host(), Some(url::Host::Ipv4(ip)) if ip.is_loopback())
             || matches!(base.host(), Some(url::Host::Ipv6(ip)) if ip.is_loopback());
-        let allowed = base.scheme() == "https" || (allow_loopback && loopback && base.scheme() == "http");
+        let allowed =
+            base.scheme() == "https" || (allow_loopback && loopback && base.scheme() == "http");
         if !allowed || base.cannot_be_a_base() {
             anyhow::bail!(
                 "WARDEN_PLATFORM_API_URL must be an https:// URL (http:// only on loopback with WARDEN_DEV_ALLOW_LOOPBACK)"
@@ -80,7 +79,10 @@ impl SendApi {
         body: &str,
         dedup_key: &str,
     ) -> Result<(), SendError> {
-        let url = format!("{}/{phone_number_id}/messages", self.base.as_str().trim_end_matches('/'));
+        let url = format!(
+            "{}/{phone_number_id}/messages",
+            self.base.as_str().trim_end_matches('/')
+        );
         let message = TextMessage {
             messaging_product: "whatsapp",
             recipient_type: "individual",

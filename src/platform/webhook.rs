@@ -88,8 +88,8 @@ impl WebhookSecrets {
         let mode = mode.ok_or_else(|| missing("hub.mode"))?;
         let token = Zeroizing::new(token.ok_or_else(|| missing("hub.verify_token"))?);
         let challenge = challenge.ok_or_else(|| missing("hub.challenge"))?;
-        let mut check = HmacSha256::new_from_slice(self.token_key.as_ref())
-            .expect("HMAC takes any key length");
+        let mut check =
+            HmacSha256::new_from_slice(self.token_key.as_ref()).expect("HMAC takes any key length");
         check.update(token.as_bytes());
         let token_ok = check.verify_slice(&self.token_mac).is_ok();
         if mode != "subscribe" || !token_ok {
@@ -178,7 +178,9 @@ mod tests {
         ));
         let long = "x".repeat(MAX_CHALLENGE_CHARS + 1);
         assert!(matches!(
-            s.handshake(&format!("hub.mode=subscribe&hub.verify_token=verify-me&hub.challenge={long}")),
+            s.handshake(&format!(
+                "hub.mode=subscribe&hub.verify_token=verify-me&hub.challenge={long}"
+            )),
             Err(HandshakeError::Invalid(_))
         ));
     }
@@ -194,7 +196,12 @@ mod tests {
             s.verify(&sig, br#"{"object": "whatsapp_business_account"}"#),
             Err(SignatureError::Mismatch)
         );
-        for bad in ["sha256=", "sha1=00", &header.to_uppercase(), &format!("{header}0")] {
+        for bad in [
+            "sha256=",
+            "sha1=00",
+            &header.to_uppercase(),
+            &format!("{header}0"),
+        ] {
             assert!(Signature::parse(Some(bad.as_bytes())).is_err(), "{bad}");
         }
         assert!(Signature::parse(None).is_err());

@@ -105,7 +105,9 @@ impl Worker {
             Err(Failure::Retry(why)) if message.attempts < i64::from(self.policy.max_attempts) => {
                 tracing::info!(seq, attempts = message.attempts, reason = %why, "platform reply will be retried");
                 let at = crate::clock::now_millis() + self.backoff(message.attempts);
-                self.store.retry_platform_message(seq, owner, at, &why).await
+                self.store
+                    .retry_platform_message(seq, owner, at, &why)
+                    .await
             }
             Err(Failure::Retry(why) | Failure::Dead(why)) => {
                 tracing::warn!(seq, attempts = message.attempts, reason = %why, "platform message dead-lettered");
@@ -180,8 +182,13 @@ impl Worker {
         }
         match self.store.mark_platform_replied(message.seq, owner).await {
             Ok(true) => tracing::info!(seq = message.seq, "platform reply sent"),
-            Ok(false) => tracing::warn!(seq = message.seq, "platform reply sent after the claim lapsed"),
-            Err(err) => tracing::warn!(seq = message.seq, error = %err, "platform reply sent but not recorded; it will be resent with the same idempotency key"),
+            Ok(false) => tracing::warn!(
+                seq = message.seq,
+                "platform reply sent after the claim lapsed"
+            ),
+            Err(err) => {
+                tracing::warn!(seq = message.seq, error = %err, "platform reply sent but not recorded; it will be resent with the same idempotency key")
+            }
         }
         Ok(())
     }
@@ -216,7 +223,10 @@ impl Worker {
         };
         // Only the message text goes to the platform: an interaction's
         // opaque refs stay out of it (its preview text is the body).
-        let reply = response["message"]["body"].as_str().unwrap_or_default().to_owned();
+        let reply = response["message"]["body"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let conversation = response["conversation_id"].as_str().unwrap_or_default();
         if reply.is_empty() || conversation.is_empty() {
             return Err(Failure::Dead("the turn gave no reply".into()));
@@ -231,7 +241,9 @@ impl Worker {
 
     /// Doubling from the base delay, capped, with up to 20 % jitter.
     fn backoff(&self, attempts: i64) -> i64 {
-        let exponent = u32::try_from(attempts.saturating_sub(1)).unwrap_or(u32::MAX).min(20);
+        let exponent = u32::try_from(attempts.saturating_sub(1))
+            .unwrap_or(u32::MAX)
+            .min(20);
         let delay = self
             .policy
             .base_delay

@@ -157,7 +157,8 @@ impl Store {
         &self,
         phone_number_id: &str,
     ) -> StoreResult<Option<PlatformNumberRow>> {
-        let sql = format!("SELECT {NUMBER_COLUMNS} FROM platform_numbers WHERE phone_number_id = $1");
+        let sql =
+            format!("SELECT {NUMBER_COLUMNS} FROM platform_numbers WHERE phone_number_id = $1");
         Ok(on_pool!(self, pool => {
             sqlx::query_as(&sql).bind(phone_number_id).fetch_optional(pool).await
         })?)

@@ -42,25 +42,40 @@ async fn set_up(db: &TestDb) {
     std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
     let out = warden_command(db)
         .env("WARDEN_MASTER_KEY", MASTER_KEY)
-        .args(["admin", "webhook", "register", "--account", "shop", "--phone-number-id", NUMBER, "--access-token-file"])
+        .args([
+            "admin",
+            "webhook",
+            "register",
+            "--account",
+            "shop",
+            "--phone-number-id",
+            NUMBER,
+            "--access-token-file",
+        ])
         .arg(&file)
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(printed["access_token"], "sealed");
     assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
 }
 
 fn delivery(user: &str, id: &str, body: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({"object": "whatsapp_business_account", "entry": [{"id": "w", "changes": [{
-        "field": "messages",
-        "value": {
-            "metadata": {"phone_number_id": NUMBER},
-            "messages": [{"from": user, "id": id, "type": "text", "text": {"body": body}}]
-        }
-    }]}]}))
+    serde_json::to_vec(
+        &json!({"object": "whatsapp_business_account", "entry": [{"id": "w", "changes": [{
+            "field": "messages",
+            "value": {
+                "metadata": {"phone_number_id": NUMBER},
+                "messages": [{"from": user, "id": id, "type": "text", "text": {"body": body}}]
+            }
+        }]}]}),
+    )
     .unwrap()
 }
 
@@ -86,17 +101,28 @@ fn user_of(id: &str) -> &str {
 async fn check_replies(api: &FakeSendApi, store: &warden::store::Store, total: usize) {
     let delivered = api.wait_for(total, 180).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let delivered = if api.delivered().len() > delivered.len() { api.delivered() } else { delivered };
+    let delivered = if api.delivered().len() > delivered.len() {
+        api.delivered()
+    } else {
+        delivered
+    };
     assert_eq!(delivered.len(), total, "one reply per accepted message");
     let sql = "SELECT platform_message_id FROM platform_inbound ORDER BY seq";
     let accepted: Vec<String> = match store {
-        warden::store::Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
-        warden::store::Store::Postgres(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+        warden::store::Store::Sqlite(pool) => {
+            sqlx::query_scalar(sql).fetch_all(pool).await.unwrap()
+        }
+        warden::store::Store::Postgres(pool) => {
+            sqlx::query_scalar(sql).fetch_all(pool).await.unwrap()
+        }
     };
     assert_eq!(accepted.len(), total);
     let mut expected: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for id in &accepted {
-        expected.entry(user_of(id).to_owned()).or_default().push(id.clone());
+        expected
+            .entry(user_of(id).to_owned())
+            .or_default()
+            .push(id.clone());
     }
     let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for d in &delivered {
@@ -107,7 +133,10 @@ async fn check_replies(api: &FakeSendApi, store: &warden::store::Store, total: u
             .or_default()
             .push(d.idempotency_key.clone());
     }
-    assert_eq!(got, expected, "each user answered once per message, in arrival order");
+    assert_eq!(
+        got, expected,
+        "each user answered once per message, in arrival order"
+    );
 }
 
 #[apply(backends)]
@@ -142,7 +171,11 @@ async fn sigkill_anywhere_still_gives_one_reply_per_accepted_message(backend: Ba
                 None => {
                     let user = &users[sent % users.len()];
                     sent += 1;
-                    delivery(user, &format!("wamid.{user}.{sent}"), &format!("hola {sent}"))
+                    delivery(
+                        user,
+                        &format!("wamid.{user}.{sent}"),
+                        &format!("hola {sent}"),
+                    )
                 }
             };
             if !post(&client, &server.address, &bytes).await {
@@ -210,8 +243,16 @@ async fn two_replicas_on_one_postgresql_drain_one_queue() {
     let mut sent_by: HashMap<usize, usize> = HashMap::new();
     for (i, replica) in replicas.iter().enumerate() {
         let logs = replica.logs.lock().unwrap();
-        sent_by.insert(i, logs.iter().filter(|l| l.contains("platform reply sent")).count());
+        sent_by.insert(
+            i,
+            logs.iter()
+                .filter(|l| l.contains("platform reply sent"))
+                .count(),
+        );
     }
-    assert!(sent_by.values().all(|n| *n > 0), "both replicas worked: {sent_by:?}");
+    assert!(
+        sent_by.values().all(|n| *n > 0),
+        "both replicas worked: {sent_by:?}"
+    );
     store.close().await;
 }

@@ -142,9 +142,17 @@ async fn handshake_echoes_the_challenge_and_refuses_everything_else(backend: Bac
         "hub.mode=subscribe&hub.challenge=1".to_owned(),
         format!("hub.mode=subscribe&hub.verify_token={VERIFY_TOKEN}"),
         String::new(),
-        format!("hub.mode=subscribe&hub.verify_token={}&hub.challenge=1", "t".repeat(257)),
-        format!("hub.mode=subscribe&hub.verify_token={VERIFY_TOKEN}&hub.challenge={}", "c".repeat(2049)),
-        format!("hub.mode=subscribe&hub.mode=subscribe&hub.verify_token={VERIFY_TOKEN}&hub.challenge=1"),
+        format!(
+            "hub.mode=subscribe&hub.verify_token={}&hub.challenge=1",
+            "t".repeat(257)
+        ),
+        format!(
+            "hub.mode=subscribe&hub.verify_token={VERIFY_TOKEN}&hub.challenge={}",
+            "c".repeat(2049)
+        ),
+        format!(
+            "hub.mode=subscribe&hub.mode=subscribe&hub.verify_token={VERIFY_TOKEN}&hub.challenge=1"
+        ),
     ];
     for query in &invalid {
         let (status, _, _) = handshake(&app, query).await;
@@ -170,7 +178,11 @@ async fn signatures_are_checked_over_the_raw_bytes_before_parsing(backend: Backe
     let app = spawn(backend, "http://127.0.0.1:9/v21.0").await;
     app.account_with_key("shop").await;
     register(&app, "shop", NUMBER, None).await;
-    let payload = delivery(NUMBER, vec![text("34600111222", "wamid.SIG", "hola")], vec![]);
+    let payload = delivery(
+        NUMBER,
+        vec![text("34600111222", "wamid.SIG", "hola")],
+        vec![],
+    );
     let bytes = serde_json::to_vec(&payload).unwrap();
     let signature = sign(APP_SECRET, &bytes);
 
@@ -181,7 +193,10 @@ async fn signatures_are_checked_over_the_raw_bytes_before_parsing(backend: Backe
     assert_eq!(status, 401, "{body}");
     assert_eq!(body["code"], "UNAUTHORIZED");
     // Signed with another secret.
-    assert_eq!(post_raw(&app, &bytes, Some(&sign("other", &bytes))).await.0, 401);
+    assert_eq!(
+        post_raw(&app, &bytes, Some(&sign("other", &bytes))).await.0,
+        401
+    );
 
     // Malformed signatures are 400, whatever the body.
     let malformed = [
@@ -201,7 +216,10 @@ async fn signatures_are_checked_over_the_raw_bytes_before_parsing(backend: Backe
     }
     // Nothing of the refused requests was queued.
     let counts = queue_counts(&app).await;
-    assert_eq!(counts["queued"].as_i64().unwrap() + counts["claimed"].as_i64().unwrap(), 0);
+    assert_eq!(
+        counts["queued"].as_i64().unwrap() + counts["claimed"].as_i64().unwrap(),
+        0
+    );
 
     // Correctly signed but not JSON, or not an object: 400.
     for raw in [&b"not json"[..], b"[1,2]", b"{\"entry\": \"x\"}"] {
@@ -210,7 +228,10 @@ async fn signatures_are_checked_over_the_raw_bytes_before_parsing(backend: Backe
     }
     // Over the documented limit: 413, signed or not.
     let big = vec![b' '; warden::api::platform_webhook::MAX_WEBHOOK_BYTES + 1];
-    assert_eq!(post_raw(&app, &big, Some(&sign(APP_SECRET, &big))).await.0, 413);
+    assert_eq!(
+        post_raw(&app, &big, Some(&sign(APP_SECRET, &big))).await.0,
+        413
+    );
 
     // The original bytes pass.
     let (status, body) = post_raw(&app, &bytes, Some(&signature)).await;
@@ -230,9 +251,14 @@ async fn unregistered_numbers_answer_404_and_queue_nothing(backend: Backend) {
 
     register(&app, "shop", NUMBER, None).await;
     assert_eq!(post_signed(&app, &payload).await.0, 200);
-    let listed = webhook_admin(&app, WebhookCommand::List { account: "shop".into() })
-        .await
-        .unwrap();
+    let listed = webhook_admin(
+        &app,
+        WebhookCommand::List {
+            account: "shop".into(),
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(listed["numbers"][0]["phone_number_id"], NUMBER);
     assert_eq!(listed["numbers"][0]["access_token"], "server_fallback");
 
@@ -245,7 +271,11 @@ async fn unregistered_numbers_answer_404_and_queue_nothing(backend: Backend) {
     .await
     .unwrap();
     assert_eq!(removed["status"], "unregistered");
-    let again = delivery(NUMBER, vec![text("34600111222", "wamid.U2", "hola")], vec![]);
+    let again = delivery(
+        NUMBER,
+        vec![text("34600111222", "wamid.U2", "hola")],
+        vec![],
+    );
     assert_eq!(post_signed(&app, &again).await.0, 404);
     // Bad ids and unknown accounts are refused by the command.
     for (account, number) in [("shop", "12ab"), ("shop", ""), ("nobody", "123")] {
@@ -271,7 +301,11 @@ async fn duplicates_status_updates_and_other_types_are_reported(backend: Backend
     app.account_with_key("shop").await;
     register(&app, "shop", NUMBER, Some("EAAG-sealed")).await;
 
-    let first = delivery(NUMBER, vec![text("34600111222", "wamid.D1", "hola")], vec![]);
+    let first = delivery(
+        NUMBER,
+        vec![text("34600111222", "wamid.D1", "hola")],
+        vec![],
+    );
     let (status, body) = post_signed(&app, &first).await;
     assert_eq!(status, 200);
     assert_eq!(
@@ -306,7 +340,11 @@ async fn duplicates_status_updates_and_other_types_are_reported(backend: Backend
         ]})
     );
     // An event with no message at all.
-    let (status, body) = post_signed(&app, &json!({"object": "whatsapp_business_account", "entry": []})).await;
+    let (status, body) = post_signed(
+        &app,
+        &json!({"object": "whatsapp_business_account", "entry": []}),
+    )
+    .await;
     assert_eq!(status, 200);
     assert_eq!(body["status"], "ignored");
     assert_eq!(body["messages"][0]["reason"], "no_message");
@@ -342,7 +380,10 @@ async fn wait_for_queue(app: &TestApp, state: &str, n: i64) -> Value {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    panic!("the queue never had {n} {state}: {}", queue_counts(app).await);
+    panic!(
+        "the queue never had {n} {state}: {}",
+        queue_counts(app).await
+    );
 }
 
 #[apply(backends)]
@@ -361,7 +402,11 @@ async fn each_accepted_message_gets_exactly_one_reply_in_order_per_user(backend:
         for (u, user) in users.iter().enumerate() {
             let number = if u == 2 { OTHER } else { NUMBER };
             let id = format!("wamid.{user}.{round}");
-            let payload = delivery(number, vec![text(user, &id, &format!("hola, mensaje {round}"))], vec![]);
+            let payload = delivery(
+                number,
+                vec![text(user, &id, &format!("hola, mensaje {round}"))],
+                vec![],
+            );
             let (status, body) = post_signed(&app, &payload).await;
             assert_eq!(status, 200);
             assert_eq!(body["messages"][0]["status"], "accepted");
@@ -376,7 +421,11 @@ async fn each_accepted_message_gets_exactly_one_reply_in_order_per_user(backend:
     let delivered = api.wait_for(expected, 60).await;
     wait_for_queue(&app, "replied", expected as i64).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert_eq!(api.delivered().len(), expected, "one reply per accepted message");
+    assert_eq!(
+        api.delivered().len(),
+        expected,
+        "one reply per accepted message"
+    );
 
     for (u, user) in users.iter().enumerate() {
         let theirs: Vec<_> = delivered.iter().filter(|d| d.body["to"] == *user).collect();
@@ -407,9 +456,17 @@ async fn each_accepted_message_gets_exactly_one_reply_in_order_per_user(backend:
         let stored = stored.as_deref().unwrap();
         assert!(users.iter().all(|u| !stored.contains(u)), "{stored}");
     }
-    let kept = strings(&app, "SELECT recipient FROM platform_inbound WHERE recipient IS NOT NULL").await;
+    let kept = strings(
+        &app,
+        "SELECT recipient FROM platform_inbound WHERE recipient IS NOT NULL",
+    )
+    .await;
     assert!(kept.is_empty());
-    let turns = strings(&app, "SELECT body FROM conversation_messages WHERE role = 'user'").await;
+    let turns = strings(
+        &app,
+        "SELECT body FROM conversation_messages WHERE role = 'user'",
+    )
+    .await;
     assert_eq!(turns.len(), expected);
 }
 
@@ -427,7 +484,11 @@ async fn transient_send_failures_are_retried_then_dead_lettered(backend: Backend
 
     // Two failures, then the send goes through: one reply.
     api.fail_next(&[503, 429]);
-    let payload = delivery(NUMBER, vec![text("34600111222", "wamid.R1", "hola")], vec![]);
+    let payload = delivery(
+        NUMBER,
+        vec![text("34600111222", "wamid.R1", "hola")],
+        vec![],
+    );
     assert_eq!(post_signed(&app, &payload).await.0, 200);
     api.wait_for(1, 30).await;
     assert_eq!(api.requests(), 3);
@@ -435,7 +496,11 @@ async fn transient_send_failures_are_retried_then_dead_lettered(backend: Backend
 
     // Failures past the bound: dead-lettered, visible to the operator.
     api.fail_next(&[500, 500, 500, 500]);
-    let payload = delivery(NUMBER, vec![text("34600111222", "wamid.R2", "otra")], vec![]);
+    let payload = delivery(
+        NUMBER,
+        vec![text("34600111222", "wamid.R2", "otra")],
+        vec![],
+    );
     assert_eq!(post_signed(&app, &payload).await.0, 200);
     let counts = wait_for_queue(&app, "dead", 1).await;
     assert_eq!(counts["replied"], 1);
@@ -444,10 +509,18 @@ async fn transient_send_failures_are_retried_then_dead_lettered(backend: Backend
     // A refusal that cannot succeed is dead at once; the next message of the
     // same user is answered after it.
     api.fail_next(&[400]);
-    let refused = delivery(NUMBER, vec![text("34600111222", "wamid.R3", "y otra")], vec![]);
+    let refused = delivery(
+        NUMBER,
+        vec![text("34600111222", "wamid.R3", "y otra")],
+        vec![],
+    );
     assert_eq!(post_signed(&app, &refused).await.0, 200);
     wait_for_queue(&app, "dead", 2).await;
-    let next = delivery(NUMBER, vec![text("34600111222", "wamid.R4", "la última")], vec![]);
+    let next = delivery(
+        NUMBER,
+        vec![text("34600111222", "wamid.R4", "la última")],
+        vec![],
+    );
     assert_eq!(post_signed(&app, &next).await.0, 200);
     let delivered = api.wait_for(2, 30).await;
     assert_eq!(delivered[1].idempotency_key, "wamid.R4");

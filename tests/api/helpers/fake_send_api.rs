@@ -47,7 +47,9 @@ impl FakeSendApi {
         let app = axum::Router::new().route(
             "/v21.0/{phone_number_id}/messages",
             axum::routing::post(
-                move |Path(phone_number_id): Path<String>, headers: HeaderMap, Json(body): Json<Value>| {
+                move |Path(phone_number_id): Path<String>,
+                      headers: HeaderMap,
+                      Json(body): Json<Value>| {
                     let state = shared.clone();
                     async move { answer(&state, phone_number_id, &headers, body) }
                 },
@@ -114,7 +116,8 @@ fn answer(
     state.requests += 1;
     if !state.failures.is_empty() {
         let status = state.failures.remove(0);
-        let error = json!({"error": {"message": "fake failure", "type": "OAuthException", "code": 1}});
+        let error =
+            json!({"error": {"message": "fake failure", "type": "OAuthException", "code": 1}});
         return (StatusCode::from_u16(status).unwrap(), Json(error)).into_response();
     }
     let key = header("idempotency-key");
