@@ -97,9 +97,17 @@ pub async fn execute(
         AdminCommand::Webhook(command) => webhook(store, database, master_key, command).await,
         AdminCommand::MasterKey(MasterKeyCommand::Rotate) => {
             let keyring = keyring(database, master_key)?;
-            let counts = vault::rotate_master_key(store, &keyring)
+            let mut counts = vault::rotate_master_key(store, &keyring)
                 .await
                 .context("rotation aborted, nothing changed")?;
+            // Platform access tokens: their own transaction; running the
+            // rotation again finishes it if this one fails.
+            let tokens = store
+                .reseal_platform_tokens(|row| crate::platform::access_token::reseal(&keyring, row))
+                .await
+                .context("platform access tokens not re-sealed; run the rotation again")?;
+            counts.resealed += tokens.resealed;
+            counts.already_current += tokens.already_current;
             let id = keyring.current().id();
             tracing::info!(master_key_id = %id, resealed = counts.resealed, "stored secrets re-sealed under the current master key");
             Ok(

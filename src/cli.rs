@@ -76,6 +76,8 @@ pub enum LogFormat {
     Json,
 }
 
+// Parsed once per process: the size of the `serve` variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP API server until SIGTERM or SIGINT (in-flight requests finish first).

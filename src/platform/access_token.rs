@@ -7,6 +7,7 @@ use zeroize::Zeroizing;
 use crate::crypto::master_key::Keyring;
 use crate::crypto::sealed::{SealError, Sealed};
 use crate::domain::account::AccountId;
+use crate::store::platform::PlatformNumberRow;
 
 /// Tokens are visible ASCII, as an HTTP header value needs; this bounds them.
 pub const MAX_TOKEN_BYTES: usize = 4096;
@@ -33,6 +34,25 @@ pub fn open(
     String::from_utf8(plain.to_vec())
         .map(Zeroizing::new)
         .map_err(|_| SealError::Corrupt)
+}
+
+/// A number's token sealed under the current master key, or `None` when
+/// it already is (or the number has none): for `master-key rotate`.
+pub fn reseal(keyring: &Keyring, row: &PlatformNumberRow) -> Result<Option<Sealed>, String> {
+    let Some(sealed) = row.sealed_token() else {
+        return Ok(None);
+    };
+    if sealed.key_id == keyring.current().id() {
+        return Ok(None);
+    }
+    let plain = open(keyring, row.account(), &row.phone_number_id, &sealed)
+        .map_err(|e| format!("access token of number {}: {e}", row.phone_number_id))?;
+    Ok(Some(seal(
+        keyring,
+        row.account(),
+        &row.phone_number_id,
+        &plain,
+    )))
 }
 
 /// The token as read from a file: one trailing newline trimmed, then it

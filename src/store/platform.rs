@@ -10,7 +10,8 @@
 //! message is claimable only when no earlier message of the same user and
 //! number is still unfinished, so each user is answered in arrival order.
 
-use super::{Store, StoreResult, on_pool};
+use super::credentials::ResealCounts;
+use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
 use crate::domain::account::AccountId;
@@ -127,6 +128,41 @@ impl Store {
             .map(|r| r.rows_affected())
         })?;
         Ok(affected == 1)
+    }
+
+    /// Re-seals every number's access token (`reseal` returns the new
+    /// sealed value, `None` when already current, or an error that aborts
+    /// everything), in one transaction.
+    pub async fn reseal_platform_tokens<F>(&self, mut reseal: F) -> StoreResult<ResealCounts>
+    where
+        F: FnMut(&PlatformNumberRow) -> Result<Option<Sealed>, String>,
+    {
+        let sql =
+            format!("SELECT {NUMBER_COLUMNS} FROM platform_numbers WHERE ciphertext IS NOT NULL");
+        let begin = self.write_transaction_statement();
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            let mut counts = ResealCounts::default();
+            let rows: Vec<PlatformNumberRow> = sqlx::query_as(&sql).fetch_all(&mut *tx).await?;
+            for row in &rows {
+                let Some(sealed) = reseal(row).map_err(StoreError::Corrupt)? else {
+                    counts.already_current += 1;
+                    continue;
+                };
+                sqlx::query(
+                    "UPDATE platform_numbers SET master_key_id = $2, nonce = $3, ciphertext = $4 WHERE phone_number_id = $1",
+                )
+                .bind(&row.phone_number_id)
+                .bind(&sealed.key_id)
+                .bind(&sealed.nonce)
+                .bind(&sealed.ciphertext)
+                .execute(&mut *tx)
+                .await?;
+                counts.resealed += 1;
+            }
+            tx.commit().await?;
+            Ok(counts)
+        })
     }
 
     /// Returns false when the number was not registered.

@@ -126,7 +126,7 @@ async fn handshake_echoes_the_challenge_and_refuses_everything_else(backend: Bac
 
     let refused = [
         format!("hub.mode=subscribe&hub.verify_token={VERIFY_TOKEN}x&hub.challenge=1"),
-        format!("hub.mode=subscribe&hub.verify_token=verify-token-of-the-tesT&hub.challenge=1"),
+        "hub.mode=subscribe&hub.verify_token=verify-token-of-the-tesT&hub.challenge=1".to_owned(),
         "hub.mode=subscribe&hub.verify_token=&hub.challenge=1".to_owned(),
         format!("hub.mode=unsubscribe&hub.verify_token={VERIFY_TOKEN}&hub.challenge=1"),
         format!("hub.mode=SUBSCRIBE&hub.verify_token={VERIFY_TOKEN}&hub.challenge=1"),
