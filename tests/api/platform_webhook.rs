@@ -525,3 +525,66 @@ async fn transient_send_failures_are_retried_then_dead_lettered(backend: Backend
     let delivered = api.wait_for(2, 30).await;
     assert_eq!(delivered[1].idempotency_key, "wamid.R4");
 }
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_tokens_are_sealed_at_rest_and_follow_a_master_key_rotation(backend: Backend) {
+    use warden::crypto::master_key::{Keyring, MasterKey};
+    const SECRET_TOKEN: &str = "EAAG-secret-token-never-in-clear";
+    const NEW_KEY: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+    let app = spawn(backend, "http://127.0.0.1:9/v21.0").await;
+    app.account_with_key("shop").await;
+    let printed = register(&app, "shop", NUMBER, Some(SECRET_TOKEN)).await;
+    assert_eq!(printed["access_token"], "sealed");
+    assert!(!printed.to_string().contains(SECRET_TOKEN));
+    let listed = webhook_admin(
+        &app,
+        WebhookCommand::List {
+            account: "shop".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(!listed.to_string().contains(SECRET_TOKEN));
+    assert!(!app.db.contains(SECRET_TOKEN).await);
+
+    // Rotate to a new master key with the old one as previous.
+    let previous = app.db.dir().join("previous.key");
+    std::fs::write(&previous, MASTER_KEY).unwrap();
+    let database = DatabaseArgs {
+        database_url: app.db.url.clone(),
+        environment: ENVIRONMENT.into(),
+    };
+    let keys = MasterKeyArgs {
+        master_key: Some(NEW_KEY.into()),
+        master_key_previous_file: Some(previous),
+        ..Default::default()
+    };
+    let rotated = warden::admin::execute(
+        &app.store,
+        &database,
+        &keys,
+        AdminCommand::MasterKey(warden::cli::MasterKeyCommand::Rotate),
+    )
+    .await
+    .unwrap();
+    assert!(rotated["resealed"].as_u64().unwrap() >= 1, "{rotated}");
+
+    // The token now opens under the new key alone.
+    let new_only = Keyring::new(MasterKey::from_base64(NEW_KEY).unwrap(), vec![]);
+    let row = app
+        .store
+        .find_platform_number(NUMBER)
+        .await
+        .unwrap()
+        .unwrap();
+    let opened = warden::platform::access_token::open(
+        &new_only,
+        row.account(),
+        NUMBER,
+        &row.sealed_token().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(opened.as_str(), SECRET_TOKEN);
+    assert!(!app.db.contains(SECRET_TOKEN).await);
+}
