@@ -588,3 +588,35 @@ async fn access_tokens_are_sealed_at_rest_and_follow_a_master_key_rotation(backe
     assert_eq!(opened.as_str(), SECRET_TOKEN);
     assert!(!app.db.contains(SECRET_TOKEN).await);
 }
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interaction_reaches_the_phone_as_its_preview_never_its_refs(backend: Backend) {
+    use crate::helpers::shop::{OPERATION_REF, Shop};
+    let api = FakeSendApi::start().await;
+    let app = spawn(backend, &api.base_url()).await;
+    let shop = Shop::open_with(app).await;
+    register(&shop.app, "shop", NUMBER, None).await;
+    let payload = delivery(
+        NUMBER,
+        vec![text(
+            "34600111222",
+            "wamid.INT",
+            "Quiero cambiar la dirección de envío del pedido A-1001",
+        )],
+        vec![],
+    );
+    assert_eq!(post_signed(&shop.app, &payload).await.0, 200);
+    let delivered = api.wait_for(1, 30).await;
+    let sent = delivered[0].body.to_string();
+    assert!(!sent.contains(OPERATION_REF), "{sent}");
+    assert!(!sent.contains("_ref"), "{sent}");
+    assert!(
+        sent.contains("A-1001"),
+        "the preview text is delivered: {sent}"
+    );
+    // The interaction is kept for the host's operation-results route.
+    let kept = strings(&shop.app, "SELECT operation FROM interactions").await;
+    assert_eq!(kept, vec![Some("change_address".to_owned())]);
+    assert!(!shop.app.db.contains(OPERATION_REF).await);
+}
