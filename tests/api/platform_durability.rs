@@ -254,5 +254,13 @@ async fn two_replicas_on_one_postgresql_drain_one_queue() {
         sent_by.values().all(|n| *n > 0),
         "both replicas worked: {sent_by:?}"
     );
+    // No secret and no sender id in any log line of either replica.
+    for replica in &replicas {
+        for line in replica.logs.lock().unwrap().iter() {
+            for secret in [TOKEN, APP_SECRET, VERIFY_TOKEN, "3461000"] {
+                assert!(!line.contains(secret), "{secret} logged: {line}");
+            }
+        }
+    }
     store.close().await;
 }
