@@ -45,7 +45,12 @@ pub async fn verify_platform_webhook(
             challenge,
         )
             .into_response()),
-        Err(HandshakeError::Invalid(why)) => Err(ApiError::BadRequest(why)),
+        // The contract declares only 403 for a failed handshake: a missing,
+        // repeated or overlong parameter fails it too (the log says which).
+        Err(HandshakeError::Invalid(why)) => {
+            tracing::info!(reason = %why, "platform webhook handshake refused");
+            Err(ApiError::Forbidden("the webhook verification failed"))
+        }
         Err(HandshakeError::Refused) => Err(ApiError::Forbidden("the webhook verification failed")),
     }
 }

@@ -155,8 +155,9 @@ async fn handshake_echoes_the_challenge_and_refuses_everything_else(backend: Bac
         ),
     ];
     for query in &invalid {
+        // The contract declares only 403 for the handshake.
         let (status, _, _) = handshake(&app, query).await;
-        assert_eq!(status, 400, "{query}");
+        assert_eq!(status, 403, "{query}");
     }
 }
 
