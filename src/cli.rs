@@ -84,6 +84,9 @@ pub enum Command {
     /// failure a message goes to standard error and the exit code is non-zero.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Print the OpenAPI 3.1 document of the API (the one `GET /openapi.json`
+    /// serves; `docs/openapi.json` is this output).
+    Openapi,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -100,6 +103,11 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub limits: ClientLimits,
+
+    /// Serve an interactive API reference (Swagger UI, embedded in the
+    /// binary) at `/docs`. Off by default.
+    #[arg(long, env = "WARDEN_DOCS_UI", default_value_t = false)]
+    pub docs_ui: bool,
 }
 
 /// Bounds on what one client can hold: connections, time to send a request,

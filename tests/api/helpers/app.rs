@@ -71,6 +71,7 @@ impl TestApp {
         limits: warden::cli::ClientLimits,
     ) -> Self {
         let serve = ServeArgs {
+            docs_ui: false,
             listen: "127.0.0.1:0".parse().unwrap(),
             sandbox: warden::cli::SandboxArgs {
                 policy_guest: None,
