@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::AppState;
 use super::auth::Caller;
@@ -653,6 +653,13 @@ async fn transition(
     Ok(Json(CapabilityRecord::from(&row)))
 }
 
+/// The document's example definition: `examples/manifests/orders.json`.
+macro_rules! example_definition {
+    () => {
+        json!({"name": "order_status", "description": "Looks up the status of an order", "when_to_use": "When the user asks where an order is", "method": "POST", "url": "https://api.shop.example/v1/orders/status", "auth": {"type": "bearer", "credential_ref": "cred_orders"}, "safe_headers": {"accept": "application/json"}, "input_schema": {"type": "object", "additionalProperties": false, "required": ["order"], "properties": {"order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z0-9-]+$", "description": "The order number"}}}, "output_schema": {"type": "object", "additionalProperties": false, "properties": {"status": {"type": "string", "maxLength": 40}, "lines": {"type": "array", "maxItems": 10, "items": {"type": "object", "additionalProperties": false, "properties": {"sku": {"type": "string", "maxLength": 20}, "qty": {"type": "integer"}}}}}}, "business_rules": ["Only the customer's own orders"], "examples": [], "side_effect": "read", "requires_approval": false, "timeout_ms": 5000, "retry_count": 1})
+    };
+}
+
 // The request bodies as the document describes them (2.5, wrappers). The
 // handlers read raw JSON and the policy guest judges each definition (its
 // rules are the authority; docs/contract-decisions.md); these types only
@@ -662,6 +669,7 @@ async fn transition(
 #[derive(serde::Deserialize, utoipa::ToSchema)]
 #[allow(dead_code)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"domain": "orders", "capability": example_definition!()}))]
 pub struct CapabilityRequest {
     #[schema(min_length = 1, max_length = 100)]
     domain: String,
@@ -672,6 +680,7 @@ pub struct CapabilityRequest {
 #[derive(serde::Deserialize, utoipa::ToSchema)]
 #[allow(dead_code)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"domain": "orders", "capabilities": [example_definition!()]}))]
 pub struct ManifestRequest {
     #[schema(min_length = 1, max_length = 100)]
     domain: String,

@@ -29,6 +29,7 @@ const ARGUMENTS_INVALID: &str = "arguments_invalid";
 #[derive(serde::Deserialize, utoipa::ToSchema)]
 #[allow(dead_code)] // Describes the body in the document; the handler reads raw JSON.
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"arguments": {"order": "A-1001"}}))]
 pub struct TestRequest {
     /// Arguments for the capability's `input_schema`.
     #[schema(value_type = Object)]

@@ -33,6 +33,7 @@ pub struct CredentialResponse {
 #[derive(serde::Deserialize, utoipa::ToSchema)]
 #[allow(dead_code)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"auth_type": "bearer", "secret": "the-endpoint-token"}))]
 pub struct CredentialRequest {
     #[schema(value_type = AuthType)]
     auth_type: String,
@@ -64,7 +65,7 @@ const INVALID_REF: &str = "credentialRef must match ^cred_[A-Za-z0-9_-]{3,120}$"
     summary = "Store or rotate an endpoint credential (sealed, never returned)",
     security(("bearer" = [])),
     params(
-        ("credentialRef" = String, Path, description = "The credential reference", pattern = "^cred_[A-Za-z0-9_-]{3,120}$", min_length = 7, max_length = 128),
+        ("credentialRef" = String, Path, description = "The credential reference", example = "cred_orders", pattern = "^cred_[A-Za-z0-9_-]{3,120}$", min_length = 7, max_length = 128),
     ),
     request_body(content = CredentialRequest, content_type = "application/json"),
     responses(
@@ -119,7 +120,7 @@ pub async fn put_credential(
     summary = "Revoke an endpoint credential",
     security(("bearer" = [])),
     params(
-        ("credentialRef" = String, Path, description = "The credential reference", pattern = "^cred_[A-Za-z0-9_-]{3,120}$", min_length = 7, max_length = 128),
+        ("credentialRef" = String, Path, description = "The credential reference", example = "cred_orders", pattern = "^cred_[A-Za-z0-9_-]{3,120}$", min_length = 7, max_length = 128),
     ),
     responses(
         (status = 200, description = "Revoked", body = CredentialResponse),

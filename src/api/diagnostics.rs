@@ -19,6 +19,7 @@ const MAX_SETTINGS_BYTES: usize = 4 * 1024;
 /// The settings (2.10); also the body of PUT, which takes no other property.
 #[derive(Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"diagnostic_message_mode": "metadata"}))]
 pub struct DiagnosticSettings {
     diagnostic_message_mode: DiagnosticMode,
 }

@@ -19,6 +19,7 @@ use axum::http::HeaderMap;
 #[derive(serde::Deserialize, utoipa::ToSchema)]
 #[allow(dead_code)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"user_id": "user-42", "message": {"type": "text", "body": "Where is my order A-1001?"}}))]
 pub struct MessageRequest {
     /// Opaque id of the end user: usage is attributed to them.
     #[schema(min_length = 1, max_length = 128, pattern = "^\\S+$")]

@@ -52,6 +52,7 @@ const FORBIDDEN_FIELDS: [&str; 14] = [
 #[derive(serde::Deserialize, utoipa::ToSchema)]
 #[allow(dead_code)] // Describes the body in the document; `parse_report` reads it.
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"interaction_id": "int_0123456789abcdef", "operation": "change_address", "status": "succeeded"}))]
 pub struct OperationResultRequest {
     #[schema(min_length = 1, max_length = 128)]
     interaction_id: String,

@@ -29,6 +29,7 @@ const FIELDS: [&str; 4] = [
 /// ("no other properties are allowed"). The bounds are the document's.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"version": 1, "instructions": "Answer in the customer's language; only about orders.", "allowed_topics": [{"name": "orders", "description": "Order status and delivery"}], "out_of_scope_response": "I can only help with orders."}))]
 pub struct AgentPolicy {
     /// Always 1.
     #[schema(minimum = 1, maximum = 1)]

@@ -4,7 +4,6 @@
 //! `docs/openapi.json`; every documented operation is routed and no route
 //! bypasses the document; the docs UI is off unless enabled.
 
-use crate::helpers::process::ServerProcess;
 use crate::helpers::*;
 use serde_json::Value;
 use std::path::PathBuf;
