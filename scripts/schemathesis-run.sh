@@ -85,6 +85,11 @@ PY
     done
     [ -n "$address" ] || { echo "schemathesis-run: warden did not start" >&2; cat "$log" >&2; return 1; }
 
+    # The credential the document's examples name, so the example create
+    # publishes and the stateful phase can follow its links.
+    curl -fsS -X PUT "http://$address/v1/capability-credentials/cred_orders" \
+        -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+        -d '{"auth_type":"bearer","secret":"schemathesis-endpoint-token"}' >/dev/null
     curl -fsS "http://$address/openapi.json" -o "$work/openapi.json"
     "$VENV/bin/openapi-spec-validator" "$work/openapi.json"
 
