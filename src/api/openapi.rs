@@ -65,81 +65,96 @@ impl Modify for BearerKey {
     }
 }
 
-/// Links between operations (what a client, or a stateful test, does next
-/// with an answer): (operation, status, link name, target operation, its
-/// parameters as runtime expressions).
-const LINKS: &[(&str, &str, &str, &str, &[(&str, &str)])] = &[
-    (
-        "createCapability",
-        "201",
-        "GetCapability",
-        "getCapability",
-        &[("path.capabilityId", "$response.body#/id")],
-    ),
-    (
-        "createCapability",
-        "201",
-        "ReviseCapability",
-        "reviseCapability",
-        &[
+/// A link between operations (what a client, or a stateful test, does next
+/// with an answer): from an operation's response to another operation,
+/// with its parameters as runtime expressions.
+struct Link {
+    from: &'static str,
+    status: &'static str,
+    name: &'static str,
+    to: &'static str,
+    parameters: &'static [(&'static str, &'static str)],
+}
+
+const LINKS: &[Link] = &[
+    Link {
+        from: "createCapability",
+        status: "201",
+        name: "GetCapability",
+        to: "getCapability",
+        parameters: &[("path.capabilityId", "$response.body#/id")],
+    },
+    Link {
+        from: "createCapability",
+        status: "201",
+        name: "ReviseCapability",
+        to: "reviseCapability",
+        parameters: &[
             ("path.capabilityId", "$response.body#/id"),
             ("header.If-Match", "$response.body#/revision"),
         ],
-    ),
-    (
-        "createCapability",
-        "201",
-        "TestCapability",
-        "testCapability",
-        &[("path.capabilityId", "$response.body#/id")],
-    ),
-    (
-        "createCapability",
-        "201",
-        "DisableCapability",
-        "disableCapability",
-        &[
+    },
+    Link {
+        from: "createCapability",
+        status: "201",
+        name: "TestCapability",
+        to: "testCapability",
+        parameters: &[("path.capabilityId", "$response.body#/id")],
+    },
+    Link {
+        from: "createCapability",
+        status: "201",
+        name: "DisableCapability",
+        to: "disableCapability",
+        parameters: &[
             ("path.capabilityId", "$response.body#/id"),
             ("header.If-Match", "$response.body#/revision"),
         ],
-    ),
-    (
-        "disableCapability",
-        "200",
-        "EnableCapability",
-        "enableCapability",
-        &[
+    },
+    Link {
+        from: "disableCapability",
+        status: "200",
+        name: "EnableCapability",
+        to: "enableCapability",
+        parameters: &[
             ("path.capabilityId", "$response.body#/id"),
             ("header.If-Match", "$response.body#/revision"),
         ],
-    ),
-    (
-        "importCapabilities",
-        "201",
-        "GetImportedCapability",
-        "getCapability",
-        &[("path.capabilityId", "$response.body#/capabilities/0/id")],
-    ),
-    (
-        "putCapabilityCredential",
-        "201",
-        "RevokeCapabilityCredential",
-        "revokeCapabilityCredential",
-        &[("path.credentialRef", "$response.body#/credential_ref")],
-    ),
-    (
-        "sendHttpMessage",
-        "200",
-        "ReportHostOperationResult",
-        "reportHostOperationResult",
-        &[("path.conversationId", "$response.body#/conversation_id")],
-    ),
+    },
+    Link {
+        from: "importCapabilities",
+        status: "201",
+        name: "GetImportedCapability",
+        to: "getCapability",
+        parameters: &[("path.capabilityId", "$response.body#/capabilities/0/id")],
+    },
+    Link {
+        from: "putCapabilityCredential",
+        status: "201",
+        name: "RevokeCapabilityCredential",
+        to: "revokeCapabilityCredential",
+        parameters: &[("path.credentialRef", "$response.body#/credential_ref")],
+    },
+    Link {
+        from: "sendHttpMessage",
+        status: "200",
+        name: "ReportHostOperationResult",
+        to: "reportHostOperationResult",
+        parameters: &[("path.conversationId", "$response.body#/conversation_id")],
+    },
 ];
 
 /// Adds `LINKS` to the responses they start from. On the JSON, because
 /// utoipa 5.5 writes a link's `operationId` as `operation_id`.
 fn add_links(document: &mut Value) {
-    for (from, status, name, to, parameters) in LINKS {
+    for Link {
+        from,
+        status,
+        name,
+        to,
+        parameters,
+    } in LINKS
+    {
         let Some(response) = document["paths"]
             .as_object_mut()
             .into_iter()
