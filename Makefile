@@ -8,12 +8,18 @@ FUZZ_SECONDS ?= 300
 # test` runs its 2,000-case sample; guest-policy/README.md).
 SCHEMA_DIFF_CASES ?= 100000
 WARDEN_ARGS ?=
+# Examples per operation and phase of the Schemathesis run against a live
+# server on both databases (`make test`; `make fuzz` runs SCHEMATHESIS_FUZZ_EXAMPLES).
+SCHEMATHESIS_EXAMPLES ?= 20
+SCHEMATHESIS_FUZZ_EXAMPLES ?= 500
 
-.PHONY: help run test guest bench lint walkthrough fuzz toolchain postgres
+.PHONY: help run test guest bench lint walkthrough fuzz openapi toolchain postgres
 
 help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
-	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed), and a short fuzz run"
+	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed), a short fuzz run,"
+	@echo "             and Schemathesis against a live server on both databases"
+	@echo "make openapi regenerate docs/openapi.json from the code"
 	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
 	@echo "make bench   sandbox figures and ratios against native; executor overhead per call;"
 	@echo "             platform webhook deliveries per second and queue-to-reply latency;"
@@ -21,7 +27,7 @@ help:
 	@echo "make lint    rustfmt check and clippy with warnings denied"
 	@echo "make walkthrough  a three-turn conversation against the example host endpoint"
 	@echo "make fuzz    the schema differential test for SCHEMA_DIFF_CASES (100000), then every fuzz target"
-	@echo "             for FUZZ_SECONDS (300) each (nightly, cargo-fuzz; fuzz/README.md)"
+	@echo "             for FUZZ_SECONDS (300) each (nightly, cargo-fuzz; fuzz/README.md), then a long Schemathesis run"
 
 toolchain:
 	@scripts/ensure-toolchain.sh
@@ -36,6 +42,7 @@ test: toolchain postgres
 	$(CARGO) test --workspace --no-fail-fast
 	cd guest-policy && $(CARGO) test --locked -p warden-policy-rules
 	scripts/fuzz-smoke.sh
+	scripts/schemathesis-run.sh $(SCHEMATHESIS_EXAMPLES)
 
 # cd, not --manifest-path: guest-policy/.cargo/config.toml (wasm SIMD) is read from the current directory.
 guest: toolchain
@@ -54,6 +61,12 @@ fuzz: toolchain
 	cd guest-policy && WARDEN_SCHEMA_DIFF_CASES=$(SCHEMA_DIFF_CASES) $(CARGO) test --release --locked \
 		-p warden-policy-rules --test schema_differential -- --nocapture
 	scripts/fuzz-run.sh $(FUZZ_SECONDS)
+	scripts/schemathesis-run.sh $(SCHEMATHESIS_FUZZ_EXAMPLES)
+
+# The OpenAPI document checked in as docs/openapi.json (tests/api/openapi.rs
+# fails when it differs from what the server serves).
+openapi: toolchain
+	$(CARGO) run --quiet --bin warden -- openapi > docs/openapi.json
 
 lint: toolchain
 	$(CARGO) fmt --all -- --check

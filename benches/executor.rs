@@ -36,6 +36,7 @@ async fn main() {
         ..Default::default()
     };
     let serve = ServeArgs {
+        docs_ui: false,
         listen: "127.0.0.1:0".parse().unwrap(),
         sandbox: SandboxArgs {
             dev_allow_loopback: true,

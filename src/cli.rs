@@ -86,6 +86,9 @@ pub enum Command {
     /// failure a message goes to standard error and the exit code is non-zero.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Print the OpenAPI 3.1 document of the API (the one `GET /openapi.json`
+    /// serves; `docs/openapi.json` is this output).
+    Openapi,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -105,6 +108,11 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub platform: PlatformArgs,
+
+    /// Serve an interactive API reference (Swagger UI, embedded in the
+    /// binary) at `/docs`. Off by default.
+    #[arg(long, env = "WARDEN_DOCS_UI", default_value_t = false)]
+    pub docs_ui: bool,
 }
 
 /// The messaging-platform channel (contract 2.12, 4.3): the webhook's two

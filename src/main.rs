@@ -15,6 +15,10 @@ async fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Serve(args) => warden::startup::serve(cli.database, cli.master_key, args).await,
         Command::Admin(command) => warden::admin::run(cli.database, cli.master_key, command).await,
+        Command::Openapi => {
+            println!("{}", warden::api::openapi::document_json());
+            Ok(())
+        }
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

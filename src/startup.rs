@@ -104,7 +104,11 @@ impl Application {
             .with_context(|| format!("cannot listen on {}", serve.listen))?;
         Ok(Application {
             listener,
-            router: api::router(state.clone(), RequestDeadlines::from(&serve.limits)),
+            router: api::router(
+                state.clone(),
+                RequestDeadlines::from(&serve.limits),
+                api::DocsUi::from_flag(serve.docs_ui),
+            ),
             connection_limits: ConnectionLimits::from(&serve.limits),
             store,
             context: state,

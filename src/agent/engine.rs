@@ -37,6 +37,7 @@ use super::planner::{
     ReplyRequest, Role,
 };
 use super::references;
+use super::response::{AssistantMessage, BenchmarkObservation, MessageResponse};
 use super::texts;
 use super::trace::{Reason, Trace};
 use crate::channel::inbound::InboundMessage;
@@ -125,7 +126,7 @@ struct Outcome {
 /// An interaction this turn issues: the response object (the only place
 /// its opaque refs go) and what is stored of it.
 struct IssuedInteraction {
-    response: Value,
+    response: Map<String, Value>,
     id: String,
     kind: &'static str,
     operation: String,
@@ -194,7 +195,7 @@ impl Engine {
         &self,
         account: &AccountId,
         inbound: &InboundMessage,
-    ) -> Result<Value, TurnError> {
+    ) -> Result<MessageResponse, TurnError> {
         let started = Instant::now();
         let mut trace = Trace::default();
         let existing = match &inbound.conversation_id {
@@ -269,23 +270,27 @@ impl Engine {
             e2e_ms = started.elapsed().as_millis() as u64,
             "turn answered"
         );
-        let mut response = json!({
-            "conversation_id": context.conversation_id,
-            "message": {"id": message_id, "role": "assistant", "type": "text", "body": outcome.text},
-            "capability_trace": trace.render(&run_id, &message_id, started.elapsed()),
-        });
-        if let Some(interaction) = outcome.interaction {
-            response["interaction"] = interaction.response;
-        }
-        if let Some(Value::String(correlation)) = inbound.metadata.get(BENCHMARK_METADATA_KEY) {
-            let o = &outcome.observation;
-            response["benchmark_observation"] = json!({
-                "capability": o.capability, "argument_category": o.argument_category,
-                "fixture_result": o.fixture_result, "status": 200,
-                "model": self.planner.model(), "correlation_id": correlation,
-            });
-        }
-        Ok(response)
+        let benchmark_observation = match inbound.metadata.get(BENCHMARK_METADATA_KEY) {
+            Some(Value::String(correlation)) => {
+                let o = &outcome.observation;
+                Some(BenchmarkObservation {
+                    argument_category: o.argument_category,
+                    capability: o.capability.clone(),
+                    correlation_id: correlation.clone(),
+                    fixture_result: o.fixture_result,
+                    model: self.planner.model().to_owned(),
+                    status: 200,
+                })
+            }
+            _ => None,
+        };
+        Ok(MessageResponse {
+            benchmark_observation,
+            capability_trace: trace.render(&run_id, &message_id, started.elapsed()),
+            conversation_id: context.conversation_id,
+            interaction: outcome.interaction.map(|i| i.response),
+            message: AssistantMessage::text(message_id, outcome.text),
+        })
     }
 
     async fn load_context<'a>(
@@ -1070,8 +1075,13 @@ fn interaction_outcome(cx: &Context<'_>, shaped: ShapedInteraction) -> Outcome {
         }
     };
     let mut o = Outcome::reply(text, Reason::InteractionRequired);
+    // Built as an object above.
+    let response = match object {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
     o.interaction = Some(IssuedInteraction {
-        response: object,
+        response,
         id: interaction_id,
         kind,
         operation,

@@ -9,7 +9,8 @@
 //!   `pending`: rule 12; `grounding`: rules 5 and 6; `language`: the
 //!   clauses the engine recognises; `lexicon`: the domain's words by
 //!   concept, in Spanish and English; `texts`: its fixed replies;
-//!   `trace`: the capability trace (2.4).
+//!   `trace`: the capability trace (2.4); `response`: the message response
+//!   (2.2) as typed structs.
 
 pub mod arguments;
 pub mod engine;
@@ -20,6 +21,7 @@ pub mod patterns;
 pub mod pending;
 pub mod planner;
 pub mod references;
+pub mod response;
 pub mod texts;
 pub mod trace;
 

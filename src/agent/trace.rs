@@ -1,9 +1,9 @@
 //! The capability trace of a turn (contract 2.4, version `v1`): ordered
 //! events and where the time went, measured for real.
 
-use serde_json::{Value, json};
 use std::time::Duration;
 
+use super::response::{CapabilityTrace, TraceEvent, TraceStage, TraceStatus, TraceTiming};
 use crate::domain::closed_set::closed_set;
 
 closed_set! {
@@ -47,55 +47,73 @@ pub struct Timing {
 
 #[derive(Debug, Default)]
 pub struct Trace {
-    events: Vec<Value>,
+    events: Vec<TraceEvent>,
     pub timing: Timing,
 }
 
 impl Trace {
-    fn push(&mut self, mut event: Value) {
-        event["ordinal"] = json!(self.events.len() + 1);
-        self.events.push(event);
+    fn push(
+        &mut self,
+        stage: TraceStage,
+        status: TraceStatus,
+        capability: Option<(&str, i64)>,
+        reason_code: &str,
+    ) {
+        self.events.push(TraceEvent {
+            capability: capability.map(|(name, _)| name.to_owned()),
+            ordinal: self.events.len() + 1,
+            reason_code: reason_code.to_owned(),
+            revision: capability.map(|(_, revision)| revision),
+            stage,
+            status,
+        });
     }
 
     pub fn selected(&mut self, capability: &str, revision: i64, reason_code: &str) {
         self.push(
-            json!({"stage": "selection", "status": "selected", "capability": capability,
-            "revision": revision, "reason_code": reason_code}),
+            TraceStage::Selection,
+            TraceStatus::Selected,
+            Some((capability, revision)),
+            reason_code,
         );
     }
 
     pub fn executed(&mut self, capability: &str, revision: i64, reason_code: &str) {
         self.push(
-            json!({"stage": "execution", "status": "result_received", "capability": capability,
-            "revision": revision, "reason_code": reason_code}),
+            TraceStage::Execution,
+            TraceStatus::ResultReceived,
+            Some((capability, revision)),
+            reason_code,
         );
     }
 
     pub fn responded(&mut self, reason: Reason) {
         self.push(
-            json!({"stage": "response_generation", "status": "response_generated",
-            "reason_code": reason.as_str()}),
+            TraceStage::ResponseGeneration,
+            TraceStatus::ResponseGenerated,
+            None,
+            reason.as_str(),
         );
     }
 
-    pub fn render(&self, run_id: &str, message_id: &str, e2e: Duration) -> Value {
+    pub fn render(&self, run_id: &str, message_id: &str, e2e: Duration) -> CapabilityTrace {
         let ms = |d: Duration| d.as_millis() as u64;
         let t = &self.timing;
-        json!({
-            "version": "v1",
-            "run_id": run_id,
-            "message_id": message_id,
-            "events": self.events,
-            "timing": {
-                "preparation_ms": ms(t.preparation),
-                "selection_inference_ms": ms(t.selection_inference),
-                "selection_retry_delay_ms": ms(t.selection_retry_delay),
-                "execution_ms": ms(t.execution),
-                "grounded_inference_ms": ms(t.grounded_inference),
-                "e2e_processing_ms": ms(e2e),
-                "selection_inference_attempts": t.selection_inference_attempts,
-                "executor_attempts": t.executor_attempts,
-            }
-        })
+        CapabilityTrace {
+            events: self.events.clone(),
+            message_id: message_id.to_owned(),
+            run_id: run_id.to_owned(),
+            timing: TraceTiming {
+                e2e_processing_ms: ms(e2e),
+                execution_ms: ms(t.execution),
+                executor_attempts: t.executor_attempts,
+                grounded_inference_ms: ms(t.grounded_inference),
+                preparation_ms: ms(t.preparation),
+                selection_inference_attempts: t.selection_inference_attempts,
+                selection_inference_ms: ms(t.selection_inference),
+                selection_retry_delay_ms: ms(t.selection_retry_delay),
+            },
+            version: "v1",
+        }
     }
 }

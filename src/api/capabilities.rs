@@ -11,38 +11,136 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::auth::Caller;
-use super::error::ApiError;
+use super::capability_test::RecordedTest;
+use super::error::{ApiError, FlatError, Violation};
 use super::idempotent;
 use super::json_body::JsonBody;
 use crate::clock::to_rfc3339;
 use crate::domain::account::AccountId;
 use crate::domain::capability::{
     CapabilityId, IfMatchError, LifecycleStatus, MAX_CREATE_BODY_BYTES, MAX_IMPORT_BODY_BYTES,
-    PublishRequest, Wrapper, parse_if_match,
+    PublishRequest, RevisionChange, Wrapper, parse_if_match,
 };
 use crate::store::capabilities::{CapabilityRow, GuardedWriteError, NewCapability};
 use crate::store::idempotency::Completion;
 use crate::store::{Constraint, StoreError};
 use crate::vault;
 
-/// Create, revise, enable and disable answer with these three fields.
-#[derive(Serialize)]
-struct CapabilityRecord<'a> {
-    id: &'a str,
+/// The capability record (2.7): create, revise, enable and disable answer
+/// with these three fields.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CapabilityRecord {
+    #[schema(pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80)]
+    id: String,
     lifecycle_status: LifecycleStatus,
+    #[schema(minimum = 1)]
     revision: i64,
 }
 
-impl<'a> From<&'a CapabilityRow> for CapabilityRecord<'a> {
-    fn from(row: &'a CapabilityRow) -> Self {
+impl From<&CapabilityRow> for CapabilityRecord {
+    fn from(row: &CapabilityRow) -> Self {
         CapabilityRecord {
-            id: &row.id,
+            id: row.id.clone(),
             lifecycle_status: row.lifecycle_status,
             revision: row.revision,
         }
     }
 }
 
+/// What an import answers: `{capabilities: array of records}`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ImportResponse {
+    capabilities: Vec<CapabilityRecord>,
+}
+
+/// One capability of the list.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CapabilitySummary {
+    #[schema(format = DateTime)]
+    created_at: String,
+    domain: String,
+    #[schema(pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80)]
+    id: String,
+    lifecycle_status: LifecycleStatus,
+    name: String,
+    #[schema(minimum = 1)]
+    revision: i64,
+    #[schema(format = DateTime)]
+    updated_at: String,
+}
+
+impl From<&CapabilityRow> for CapabilitySummary {
+    fn from(row: &CapabilityRow) -> Self {
+        CapabilitySummary {
+            created_at: to_rfc3339(row.created_at),
+            domain: row.domain.clone(),
+            id: row.id.clone(),
+            lifecycle_status: row.lifecycle_status,
+            name: row.name.clone(),
+            revision: row.revision,
+            updated_at: to_rfc3339(row.updated_at),
+        }
+    }
+}
+
+/// The list scoped to the key, oldest first.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CapabilityList {
+    capabilities: Vec<CapabilitySummary>,
+}
+
+/// The detail: the summary, the current definition, the revision history
+/// (oldest first) and the latest contract tests (newest first).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CapabilityDetail {
+    #[schema(format = DateTime)]
+    created_at: String,
+    #[schema(value_type = Object)]
+    definition: Value,
+    domain: String,
+    #[schema(pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80)]
+    id: String,
+    lifecycle_status: LifecycleStatus,
+    name: String,
+    #[schema(minimum = 1)]
+    revision: i64,
+    revisions: Vec<RevisionEntry>,
+    tests: Vec<RecordedTest>,
+    #[schema(format = DateTime)]
+    updated_at: String,
+}
+
+/// One revision of the history.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct RevisionEntry {
+    change: RevisionChange,
+    #[schema(format = DateTime)]
+    created_at: String,
+    #[schema(value_type = Object)]
+    definition: Value,
+    lifecycle_status: LifecycleStatus,
+    #[schema(minimum = 1)]
+    revision: i64,
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/capabilities",
+    operation_id = "createCapability",
+    tag = "capabilities",
+    summary = "Publish one capability (active, revision 1)",
+    security(("bearer" = [])),
+    params(
+        ("Idempotency-Key" = String, Header, description = "1 to 200 visible ASCII characters; a repeat with the same body replays the first answer", min_length = 1, max_length = 200),
+    ),
+    request_body(content = CapabilityRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Published (or the replay of an earlier request with the same key)", body = CapabilityRecord, headers(("Idempotency-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key"))),
+        (status = 400, description = "Invalid body or definition (every violation listed), or a missing or malformed Idempotency-Key", body = FlatError),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 409, description = "The key was used with another request (IDEMPOTENCY_KEY_REUSED), is in flight, or the name was taken meanwhile", body = FlatError),
+    )
+)]
 pub async fn create_capability(
     State(app): State<AppState>,
     caller: Caller,
@@ -52,6 +150,24 @@ pub async fn create_capability(
     publish_idempotently(&app, &caller.account, &headers, body, Wrapper::Single).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/capabilities/import",
+    operation_id = "importCapabilities",
+    tag = "capabilities",
+    summary = "Publish a manifest atomically",
+    security(("bearer" = [])),
+    params(
+        ("Idempotency-Key" = String, Header, description = "1 to 200 visible ASCII characters; a repeat with the same body replays the first answer", min_length = 1, max_length = 200),
+    ),
+    request_body(content = ManifestRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "All published (or the replay of an earlier import with the same key)", body = ImportResponse, headers(("Idempotency-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key"))),
+        (status = 400, description = "Invalid body or definitions (every violation listed), or a missing or malformed Idempotency-Key", body = FlatError),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 409, description = "The key was used with another request (IDEMPOTENCY_KEY_REUSED), is in flight, or a name was taken meanwhile", body = FlatError),
+    )
+)]
 pub async fn import_capabilities(
     State(app): State<AppState>,
     caller: Caller,
@@ -103,15 +219,22 @@ async fn publish(
             definition: d.definition.to_string(),
         })
         .collect();
-    let records: Vec<Value> = capabilities
+    let mut records: Vec<CapabilityRecord> = capabilities
         .iter()
-        .map(|c| json!({"id": c.id.as_str(), "lifecycle_status": LifecycleStatus::Active.as_str(), "revision": 1}))
+        .map(|c| CapabilityRecord {
+            id: c.id.as_str().to_owned(),
+            lifecycle_status: LifecycleStatus::Active,
+            revision: 1,
+        })
         .collect();
-    let response = match wrapper {
-        Wrapper::Single => records[0].clone(),
-        Wrapper::Manifest => json!({"capabilities": records}),
-    };
-    let response_text = response.to_string();
+    // Stored as text: a replay answers these very bytes.
+    let response_text = match wrapper {
+        Wrapper::Single => serde_json::to_string(&records.swap_remove(0)),
+        Wrapper::Manifest => serde_json::to_string(&ImportResponse {
+            capabilities: records,
+        }),
+    }
+    .map_err(|e| ApiError::Internal(e.into()))?;
     let completion = Completion {
         key,
         status: StatusCode::CREATED.as_u16(),
@@ -162,14 +285,9 @@ async fn check_definitions(
         };
         let name = submitted.name();
         let mut located = |pointer: &str, rule: &str, message: String| {
-            let mut v =
-                json!({"pointer": format!("{base}{pointer}"), "rule": rule, "message": message});
-            if wrapper == Wrapper::Manifest {
-                v["capability_index"] = json!(index);
-            }
-            if let Some(name) = name {
-                v["capability"] = json!(name);
-            }
+            let mut v = Violation::new(format!("{base}{pointer}"), rule, message);
+            v.capability_index = (wrapper == Wrapper::Manifest).then_some(index);
+            v.capability = name.map(str::to_owned);
             violations.push(v);
         };
         for v in app
@@ -205,15 +323,17 @@ async fn check_definitions(
         .await?;
     for (index, submitted) in request.definitions.iter().enumerate() {
         if let Some(name) = submitted.name().filter(|n| in_use.iter().any(|u| u == n)) {
-            let mut v = json!({"rule": "name-not-unique", "capability": name,
-                "message": format!("the account already has a capability named {name:?}")});
-            v["pointer"] = json!(match wrapper {
+            let pointer = match wrapper {
                 Wrapper::Single => "/capability/name".to_owned(),
-                Wrapper::Manifest => {
-                    v["capability_index"] = json!(index);
-                    format!("/capabilities/{index}/name")
-                }
-            });
+                Wrapper::Manifest => format!("/capabilities/{index}/name"),
+            };
+            let mut v = Violation::new(
+                pointer,
+                "name-not-unique",
+                format!("the account already has a capability named {name:?}"),
+            );
+            v.capability_index = (wrapper == Wrapper::Manifest).then_some(index);
+            v.capability = Some(name.to_owned());
             violations.push(v);
         }
     }
@@ -230,26 +350,32 @@ async fn check_definitions(
     })
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/capabilities",
+    operation_id = "listCapabilities",
+    tag = "capabilities",
+    summary = "The capabilities of this key's account",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Oldest first", body = CapabilityList),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+    )
+)]
 pub async fn list_capabilities(
     State(app): State<AppState>,
     caller: Caller,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CapabilityList>, ApiError> {
     let rows = app.store.list_capabilities(&caller.account).await?;
-    let items: Vec<Value> = rows.iter().map(summary).collect();
-    Ok(Json(json!({"capabilities": items})))
+    Ok(Json(CapabilityList {
+        capabilities: rows.iter().map(CapabilitySummary::from).collect(),
+    }))
 }
 
-fn summary(row: &CapabilityRow) -> Value {
-    json!({
-        "id": row.id, "name": row.name, "domain": row.domain, "lifecycle_status": row.lifecycle_status,
-        "revision": row.revision, "created_at": to_rfc3339(row.created_at), "updated_at": to_rfc3339(row.updated_at),
-    })
-}
-
+/// A malformed id names no capability: 404 like an absent one (the routes
+/// that take it declare no 400; docs/contract-decisions.md).
 pub(super) fn parse_id(raw: &str) -> Result<CapabilityId, ApiError> {
-    CapabilityId::parse(raw).ok_or_else(|| {
-        ApiError::BadRequest("capabilityId must match ^cap_[a-z0-9]+$ (8 to 80 characters)".into())
-    })
+    CapabilityId::parse(raw).ok_or(NOT_FOUND)
 }
 
 const NOT_FOUND: ApiError = ApiError::NotFound("no such capability");
@@ -265,48 +391,89 @@ pub(super) async fn owned(
         .ok_or(NOT_FOUND)
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/capabilities/{capabilityId}",
+    operation_id = "getCapability",
+    tag = "capabilities",
+    summary = "Definition, revision history and latest contract tests",
+    security(("bearer" = [])),
+    params(
+        ("capabilityId" = String, Path, description = "The capability id", pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80),
+    ),
+    responses(
+        (status = 200, description = "The capability", body = CapabilityDetail),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 404, description = "No such capability for this key", body = FlatError),
+    )
+)]
 pub async fn get_capability(
     State(app): State<AppState>,
     caller: Caller,
     Path(raw_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CapabilityDetail>, ApiError> {
     let id = parse_id(&raw_id)?;
     let row = owned(&app, &caller.account, &id).await?;
     let history = app.store.capability_history(&caller.account, &id).await?;
-    let mut body = summary(&row);
-    body["definition"] =
-        serde_json::from_str(&row.definition).map_err(|e| ApiError::Internal(e.into()))?;
+    let parse = |text: &str| -> Result<Value, ApiError> {
+        serde_json::from_str(text).map_err(|e| ApiError::Internal(e.into()))
+    };
     let mut revisions = Vec::with_capacity(history.len());
     for r in &history {
-        let definition: Value =
-            serde_json::from_str(&r.definition).map_err(|e| ApiError::Internal(e.into()))?;
-        revisions.push(json!({"revision": r.revision, "change": r.change,
-            "lifecycle_status": r.lifecycle_status, "definition": definition,
-            "created_at": to_rfc3339(r.created_at)}));
+        revisions.push(RevisionEntry {
+            change: r.change,
+            created_at: to_rfc3339(r.created_at),
+            definition: parse(&r.definition)?,
+            lifecycle_status: r.lifecycle_status,
+            revision: r.revision,
+        });
     }
-    body["revisions"] = Value::Array(revisions);
     // The latest contract tests (contract 2.7), newest first.
-    body["tests"] = app
+    let tests = app
         .store
         .list_test_records(&caller.account, id.as_str(), LATEST_TESTS_SHOWN)
         .await?
         .iter()
-        .map(super::capability_test::recorded_test)
+        .map(RecordedTest::from)
         .collect();
-    Ok(Json(body))
+    Ok(Json(CapabilityDetail {
+        created_at: to_rfc3339(row.created_at),
+        definition: parse(&row.definition)?,
+        domain: row.domain,
+        id: row.id,
+        lifecycle_status: row.lifecycle_status,
+        name: row.name,
+        revision: row.revision,
+        revisions,
+        tests,
+        updated_at: to_rfc3339(row.updated_at),
+    }))
 }
 
 /// Contract-test records the capability detail shows.
 pub const LATEST_TESTS_SHOWN: i64 = 10;
 
-fn if_match(headers: &HeaderMap) -> Result<i64, ApiError> {
-    parse_if_match(header_str(headers, "if-match")).map_err(|e| match e {
-        IfMatchError::Missing => {
-            ApiError::BadRequest("the If-Match header (the current revision) is required".into())
+/// Where a missing or malformed `If-Match` is answered: PATCH declares 400;
+/// enable and disable declare none, so there it is the 409 of a revision
+/// that is not the current one (docs/contract-decisions.md).
+#[derive(Clone, Copy)]
+enum IfMatchRefusal {
+    BadRequest,
+    Conflict,
+}
+
+fn if_match(headers: &HeaderMap, refusal: IfMatchRefusal) -> Result<i64, ApiError> {
+    parse_if_match(header_str(headers, "if-match")).map_err(|e| {
+        let message = match e {
+            IfMatchError::Missing => "the If-Match header (the current revision) is required",
+            IfMatchError::Malformed => {
+                "If-Match must be the current numeric revision (1 to 80 characters)"
+            }
+        };
+        match refusal {
+            IfMatchRefusal::BadRequest => ApiError::BadRequest(message.into()),
+            IfMatchRefusal::Conflict => ApiError::Conflict(message.into()),
         }
-        IfMatchError::Malformed => ApiError::BadRequest(
-            "If-Match must be the current numeric revision (1 to 80 characters)".into(),
-        ),
     })
 }
 
@@ -329,16 +496,36 @@ fn guarded_failure(err: GuardedWriteError) -> ApiError {
     }
 }
 
+#[utoipa::path(
+    patch,
+    path = "/v1/capabilities/{capabilityId}",
+    operation_id = "reviseCapability",
+    tag = "capabilities",
+    summary = "Replace the definition (state preserved)",
+    security(("bearer" = [])),
+    params(
+        ("capabilityId" = String, Path, description = "The capability id", pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80),
+        ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
+    ),
+    request_body(content = CapabilityRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The new revision", body = CapabilityRecord),
+        (status = 400, description = "Invalid body or definition, or a missing or malformed If-Match", body = FlatError),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 404, description = "No such capability for this key", body = FlatError),
+        (status = 409, description = "If-Match is not the current revision, or the name is taken", body = FlatError),
+    )
+)]
 pub async fn revise_capability(
     State(app): State<AppState>,
     caller: Caller,
     Path(raw_id): Path<String>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<MAX_CREATE_BODY_BYTES>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CapabilityRecord>, ApiError> {
     let id = parse_id(&raw_id)?;
     owned(&app, &caller.account, &id).await?;
-    let expected = if_match(&headers)?;
+    let expected = if_match(&headers, IfMatchRefusal::BadRequest)?;
     let request =
         PublishRequest::from_json(&body, Wrapper::Single).map_err(ApiError::BadRequest)?;
     check_definitions(&app, &caller.account, &request, Wrapper::Single, Some(&id)).await?;
@@ -357,15 +544,33 @@ pub async fn revise_capability(
         .await?
         .map_err(guarded_failure)?;
     tracing::info!(capability = %row.id, revision = row.revision, "capability revised");
-    Ok(Json(json!(CapabilityRecord::from(&row))))
+    Ok(Json(CapabilityRecord::from(&row)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/capabilities/{capabilityId}/enable",
+    operation_id = "enableCapability",
+    tag = "capabilities",
+    summary = "Re-enable a disabled capability (credential rechecked)",
+    security(("bearer" = [])),
+    params(
+        ("capabilityId" = String, Path, description = "The capability id", pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80),
+        ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
+    ),
+    responses(
+        (status = 200, description = "Active at a new revision", body = CapabilityRecord),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 404, description = "No such capability for this key", body = FlatError),
+        (status = 409, description = "If-Match missing, malformed or not the current revision; already active; or the credential is not configured", body = FlatError),
+    )
+)]
 pub async fn enable_capability(
     State(app): State<AppState>,
     caller: Caller,
     Path(raw_id): Path<String>,
     headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CapabilityRecord>, ApiError> {
     transition(
         &app,
         &caller.account,
@@ -376,12 +581,30 @@ pub async fn enable_capability(
     .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/capabilities/{capabilityId}/disable",
+    operation_id = "disableCapability",
+    tag = "capabilities",
+    summary = "Disable an active capability",
+    security(("bearer" = [])),
+    params(
+        ("capabilityId" = String, Path, description = "The capability id", pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80),
+        ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
+    ),
+    responses(
+        (status = 200, description = "Disabled at a new revision", body = CapabilityRecord),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 404, description = "No such capability for this key", body = FlatError),
+        (status = 409, description = "If-Match missing, malformed or not the current revision, or already disabled", body = FlatError),
+    )
+)]
 pub async fn disable_capability(
     State(app): State<AppState>,
     caller: Caller,
     Path(raw_id): Path<String>,
     headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CapabilityRecord>, ApiError> {
     transition(
         &app,
         &caller.account,
@@ -398,10 +621,10 @@ async fn transition(
     raw_id: &str,
     headers: &HeaderMap,
     target: LifecycleStatus,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CapabilityRecord>, ApiError> {
     let id = parse_id(raw_id)?;
-    let expected = if_match(headers)?;
     let current = owned(app, account, &id).await?;
+    let expected = if_match(headers, IfMatchRefusal::Conflict)?;
     if target == LifecycleStatus::Active {
         // Enabling rechecks the credential: a revoked one keeps it disabled.
         let definition: Value =
@@ -427,5 +650,128 @@ async fn transition(
         .await?
         .map_err(guarded_failure)?;
     tracing::info!(capability = %row.id, revision = row.revision, status = %row.lifecycle_status, "capability state changed");
-    Ok(Json(json!(CapabilityRecord::from(&row))))
+    Ok(Json(CapabilityRecord::from(&row)))
+}
+
+/// The document's example definition: `examples/manifests/orders.json`.
+macro_rules! example_definition {
+    () => {
+        json!({"name": "order_status", "description": "Looks up the status of an order", "when_to_use": "When the user asks where an order is", "method": "POST", "url": "https://api.shop.example/v1/orders/status", "auth": {"type": "bearer", "credential_ref": "cred_orders"}, "safe_headers": {"accept": "application/json"}, "input_schema": {"type": "object", "additionalProperties": false, "required": ["order"], "properties": {"order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z0-9-]+$", "description": "The order number"}}}, "output_schema": {"type": "object", "additionalProperties": false, "properties": {"status": {"type": "string", "maxLength": 40}, "lines": {"type": "array", "maxItems": 10, "items": {"type": "object", "additionalProperties": false, "properties": {"sku": {"type": "string", "maxLength": 20}, "qty": {"type": "integer"}}}}}}, "business_rules": ["Only the customer's own orders"], "examples": [], "side_effect": "read", "requires_approval": false, "timeout_ms": 5000, "retry_count": 1})
+    };
+}
+
+// The request bodies as the document describes them (2.5, wrappers). The
+// handlers read raw JSON and the policy guest judges each definition (its
+// rules are the authority; docs/contract-decisions.md); these types only
+// describe what it accepts.
+
+/// A single create or a revision (CapabilityPatchRequest): `{domain, capability}`.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"domain": "orders", "capability": example_definition!()}))]
+pub struct CapabilityRequest {
+    #[schema(min_length = 1, max_length = 100)]
+    domain: String,
+    capability: CapabilityDefinitionDoc,
+}
+
+/// A manifest: `{domain, capabilities}`, 1 to 50 definitions.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"domain": "orders", "capabilities": [example_definition!()]}))]
+pub struct ManifestRequest {
+    #[schema(min_length = 1, max_length = 100)]
+    domain: String,
+    #[schema(min_items = 1, max_items = 50)]
+    capabilities: Vec<CapabilityDefinitionDoc>,
+}
+
+/// A capability definition (2.5): a read-only HTTPS endpoint, its schemas
+/// (the closed language of 2.6) and how to call it. No secret.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(deny_unknown_fields)]
+#[schema(as = CapabilityDefinition)]
+pub struct CapabilityDefinitionDoc {
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)]
+    name: String,
+    #[schema(min_length = 1, max_length = 2000)]
+    description: String,
+    #[schema(min_length = 1, max_length = 2000)]
+    when_to_use: Option<String>,
+    #[schema(value_type = HttpMethod)]
+    method: String,
+    /// The exact HTTPS URL of the host endpoint.
+    #[schema(format = "uri", max_length = 2048)]
+    url: String,
+    auth: AuthDoc,
+    /// Lowercase header name to value; never secrets.
+    #[schema(value_type = Option<HashMap<String, String>>)]
+    safe_headers: Option<Value>,
+    /// Schema of the arguments (2.6).
+    #[schema(value_type = Object)]
+    input_schema: Value,
+    /// Schema of the endpoint result (2.6).
+    #[schema(value_type = Object)]
+    output_schema: Value,
+    #[schema(max_items = 32)]
+    business_rules: Option<Vec<String>>,
+    #[schema(value_type = Option<Vec<Object>>, max_items = 16)]
+    examples: Option<Vec<Value>>,
+    #[schema(value_type = SideEffect)]
+    side_effect: String,
+    /// Always `false`.
+    requires_approval: Option<bool>,
+    #[schema(minimum = 100, maximum = 30000)]
+    timeout_ms: Option<u64>,
+    #[schema(minimum = 0, maximum = 3)]
+    retry_count: Option<u32>,
+    #[schema(value_type = Option<ResultHandling>)]
+    result_handling: Option<String>,
+    /// `{"<input property>": {"from_capability": "<name>", "field": "<result field>"}}`.
+    #[schema(value_type = Option<Object>)]
+    context_bindings: Option<Value>,
+}
+
+/// `auth` of a definition.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(deny_unknown_fields)]
+#[schema(as = CapabilityAuth)]
+pub struct AuthDoc {
+    #[serde(rename = "type")]
+    #[schema(value_type = crate::domain::credential::AuthType)]
+    auth_type: String,
+    #[schema(
+        pattern = "^cred_[A-Za-z0-9_-]{3,120}$",
+        min_length = 7,
+        max_length = 128
+    )]
+    credential_ref: String,
+}
+
+/// The methods a definition may name.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HttpMethod {
+    Post,
+}
+
+/// Capabilities are read-only.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(rename_all = "snake_case")]
+pub enum SideEffect {
+    Read,
+}
+
+/// `host_interaction`: a preparation capability (2.3).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultHandling {
+    HostInteraction,
 }

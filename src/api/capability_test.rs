@@ -1,31 +1,174 @@
 //! `POST /v1/capabilities/{id}/test` (contract 3.1, 4.8): calls the
 //! endpoint at the current revision with the supplied arguments and stores
 //! an independent record. No revision or state changes.
+//!
+//! The route declares 200, 401, 404 and 409 only: a request whose body or
+//! arguments are not acceptable is a test that failed before the host was
+//! called (200, `failed`, reason `arguments_invalid`, the violations listed),
+//! recorded like any other (docs/contract-decisions.md).
 
 use axum::Json;
 use axum::extract::{Path, State};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::AppState;
 use super::auth::Caller;
 use super::capabilities::{owned, parse_id};
-use super::error::ApiError;
+use super::error::{ApiError, FlatError, Violation};
 use super::json_body::JsonBody;
 use crate::clock::{now_millis, to_rfc3339};
 use crate::executor::{CallFailure, CallResult, CapabilityAtRevision, FailureSummary};
 use crate::store::capability_tests::{TestRecord, TestStatus};
 
-const MAX_TEST_BODY_BYTES: usize = 64 * 1024;
+pub const MAX_TEST_BODY_BYTES: usize = 64 * 1024;
+/// The reason of a test refused before any call (the executor's own word).
+const ARGUMENTS_INVALID: &str = "arguments_invalid";
 
+/// The request body: `{arguments: object}` and nothing else.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)] // Describes the body in the document; the handler reads raw JSON.
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"arguments": {"order": "A-1001"}}))]
+pub struct TestRequest {
+    /// Arguments for the capability's `input_schema`.
+    #[schema(value_type = Object)]
+    arguments: Value,
+}
+
+/// A stored contract-test record as the API shows it (the capability
+/// detail's `tests`): never an output or a secret. Fields in the order they
+/// were always written (alphabetical).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct RecordedTest {
+    attempts: i64,
+    capability_id: String,
+    #[schema(format = DateTime)]
+    created_at: String,
+    duration_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http_status: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    revision: i64,
+    status: TestStatus,
+    test_id: String,
+}
+
+impl From<&TestRecord> for RecordedTest {
+    fn from(record: &TestRecord) -> Self {
+        RecordedTest {
+            attempts: record.attempts,
+            capability_id: record.capability_id.clone(),
+            created_at: to_rfc3339(record.created_at),
+            duration_ms: record.duration_ms,
+            http_status: record.http_status,
+            reason: record.reason.clone(),
+            revision: record.revision,
+            status: record.status,
+            test_id: record.id.clone(),
+        }
+    }
+}
+
+/// What the test route answers: the record, plus the failure's message,
+/// the pruned output of a passed test, and the violations of arguments
+/// that were refused before any call.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct TestResult {
+    attempts: i64,
+    capability_id: String,
+    #[schema(format = DateTime)]
+    created_at: String,
+    duration_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http_status: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    output: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    revision: i64,
+    status: TestStatus,
+    test_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    violations: Option<Vec<Violation>>,
+}
+
+impl TestResult {
+    fn new(record: &TestRecord) -> Self {
+        let shown = RecordedTest::from(record);
+        TestResult {
+            attempts: shown.attempts,
+            capability_id: shown.capability_id,
+            created_at: shown.created_at,
+            duration_ms: shown.duration_ms,
+            http_status: shown.http_status,
+            message: None,
+            output: None,
+            reason: shown.reason,
+            revision: shown.revision,
+            status: shown.status,
+            test_id: shown.test_id,
+            violations: None,
+        }
+    }
+}
+
+/// What a test came to.
+struct Outcome {
+    status: TestStatus,
+    reason: Option<String>,
+    message: Option<String>,
+    output: Option<Value>,
+    violations: Option<Vec<Violation>>,
+    http_status: Option<i64>,
+    attempts: u32,
+}
+
+impl Outcome {
+    /// Refused before any call: the request itself is at fault.
+    fn refused(message: &str, violations: Vec<Violation>) -> Self {
+        Outcome {
+            status: TestStatus::Failed,
+            reason: Some(ARGUMENTS_INVALID.to_owned()),
+            message: Some(message.to_owned()),
+            output: None,
+            violations: Some(violations),
+            http_status: None,
+            attempts: 0,
+        }
+    }
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/capabilities/{capabilityId}/test",
+    operation_id = "testCapability",
+    tag = "capabilities",
+    summary = "Call the endpoint at the current revision and record the result",
+    security(("bearer" = [])),
+    params(
+        ("capabilityId" = String, Path, description = "The capability id", pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80),
+    ),
+    request_body(content = TestRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The test ran: `passed`, or `failed` with a reason (`arguments_invalid` with violations when the body or arguments were refused and nothing was called)", body = TestResult),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 404, description = "No such capability for this key", body = FlatError),
+        (status = 409, description = "The capability's credential is not configured", body = FlatError),
+    )
+)]
 pub async fn test_capability(
     State(app): State<AppState>,
     caller: Caller,
     Path(raw_id): Path<String>,
-    JsonBody(body): JsonBody<MAX_TEST_BODY_BYTES>,
-) -> Result<Json<Value>, ApiError> {
+    body: Result<JsonBody<MAX_TEST_BODY_BYTES>, ApiError>,
+) -> Result<Json<TestResult>, ApiError> {
     let id = parse_id(&raw_id)?;
     let row = owned(&app, &caller.account, &id).await?;
-    let arguments = test_arguments(&body).map_err(ApiError::BadRequest)?;
     let capability = CapabilityAtRevision {
         id: row.id.clone(),
         revision: row.revision,
@@ -33,102 +176,114 @@ pub async fn test_capability(
             .map_err(|e| ApiError::Internal(e.into()))?,
     };
     let started = std::time::Instant::now();
-    let report = app
-        .executor
-        .call(crate::executor::Call {
-            account: &caller.account,
-            user_id: None,
-            capability: &capability,
-            arguments,
-        })
-        .await;
-    let (status, failure, output) = match &report.outcome {
-        Ok(CallResult::Data(data)) => (TestStatus::Passed, None, Some(data.clone())),
-        Ok(CallResult::Interaction(shaped)) => (
-            TestStatus::Passed,
-            None,
-            Some(json!({"interaction": shaped.public})),
+    let outcome = match body
+        .map_err(|e| e.to_string())
+        .and_then(|b| test_arguments(b.0))
+    {
+        Err(message) => Outcome::refused(
+            "the request body is not {arguments: object}; nothing was called",
+            vec![Violation::new(String::new(), "request-body", message)],
         ),
-        // Nothing was called: the request itself is at fault.
-        Err(CallFailure::ArgumentsInvalid(violations)) => {
-            let violations = violations
-                .iter()
-                .map(|v| json!({"pointer": format!("/arguments{}", v.pointer), "rule": v.rule, "message": v.message}))
-                .collect();
-            return Err(ApiError::Violations {
-                message: "the arguments do not match the input schema; nothing was called".into(),
-                violations,
-            });
-        }
-        Err(CallFailure::CredentialUnavailable) => {
-            return Err(ApiError::Conflict(format!(
-                "the capability's credential {} is not configured",
-                capability.definition.auth.credential_ref
-            )));
-        }
-        Err(failure) => (
-            TestStatus::Failed,
-            Some(FailureSummary::from(failure)),
-            None,
-        ),
+        Ok(arguments) => run(&app, &caller, &capability, &arguments).await?,
     };
     let record = TestRecord {
         id: format!("ctest_{}", uuid::Uuid::new_v4().simple()),
         capability_id: row.id.clone(),
         revision: row.revision,
-        status,
-        reason: failure.as_ref().map(|f| f.reason.to_owned()),
-        http_status: report
-            .outcome
-            .as_ref()
-            .err()
-            .and_then(CallFailure::http_status)
-            .map(i64::from),
-        attempts: i64::from(report.attempts),
+        status: outcome.status,
+        reason: outcome.reason,
+        http_status: outcome.http_status,
+        attempts: i64::from(outcome.attempts),
         duration_ms: started.elapsed().as_millis() as i64,
         created_at: now_millis(),
     };
     app.store
         .insert_test_record(&caller.account, &record)
         .await?;
-    tracing::info!(capability = %row.id, revision = row.revision, status = %status, reason = record.reason.as_deref(), "contract test recorded");
-    let mut response = recorded_test(&record);
-    if let Some(failure) = failure {
-        response["message"] = json!(failure.message);
-    }
-    if let Some(output) = output {
-        response["output"] = output;
-    }
+    tracing::info!(capability = %row.id, revision = row.revision, status = %record.status, reason = record.reason.as_deref(), "contract test recorded");
+    let mut response = TestResult::new(&record);
+    response.message = outcome.message;
+    response.output = outcome.output;
+    response.violations = outcome.violations;
     Ok(Json(response))
 }
 
+/// One call through the executor (which revalidates the arguments in the
+/// guest before anything is sent).
+async fn run(
+    app: &AppState,
+    caller: &Caller,
+    capability: &CapabilityAtRevision,
+    arguments: &Value,
+) -> Result<Outcome, ApiError> {
+    let report = app
+        .executor
+        .call(crate::executor::Call {
+            account: &caller.account,
+            user_id: None,
+            capability,
+            arguments,
+        })
+        .await;
+    let passed = |output: Value| Outcome {
+        status: TestStatus::Passed,
+        reason: None,
+        message: None,
+        output: Some(output),
+        violations: None,
+        http_status: None,
+        attempts: report.attempts,
+    };
+    Ok(match &report.outcome {
+        Ok(CallResult::Data(data)) => passed(data.clone()),
+        Ok(CallResult::Interaction(shaped)) => passed(json!({"interaction": shaped.public})),
+        // Nothing was called: the arguments are at fault.
+        Err(CallFailure::ArgumentsInvalid(violations)) => Outcome::refused(
+            "the arguments do not match the input schema; nothing was called",
+            violations
+                .iter()
+                .map(|v| {
+                    Violation::new(
+                        format!("/arguments{}", v.pointer),
+                        v.rule.clone(),
+                        v.message.clone(),
+                    )
+                })
+                .collect(),
+        ),
+        Err(CallFailure::CredentialUnavailable) => {
+            return Err(ApiError::Conflict(format!(
+                "the capability's credential {} is not configured",
+                capability.definition.auth.credential_ref
+            )));
+        }
+        Err(failure) => {
+            let summary = FailureSummary::from(failure);
+            Outcome {
+                status: TestStatus::Failed,
+                reason: Some(summary.reason.to_owned()),
+                message: Some(summary.message),
+                output: None,
+                violations: None,
+                http_status: failure.http_status().map(i64::from),
+                attempts: report.attempts,
+            }
+        }
+    })
+}
+
 /// `{arguments: object}` and nothing else.
-fn test_arguments(body: &Value) -> Result<&Value, String> {
-    let object = body.as_object().ok_or("the body must be a JSON object")?;
+fn test_arguments(body: Value) -> Result<Value, String> {
+    let Value::Object(mut object) = body else {
+        return Err("the body must be a JSON object".into());
+    };
     if let Some(unknown) = object.keys().find(|k| *k != "arguments") {
         return Err(format!(
             "unknown property {unknown:?}: the body is {{arguments}}"
         ));
     }
-    match object.get("arguments") {
+    match object.remove("arguments") {
         Some(arguments @ Value::Object(_)) => Ok(arguments),
         _ => Err("arguments is required and must be an object".into()),
     }
-}
-
-/// A stored contract-test record as the API shows it (the test's answer and
-/// the capability detail's `tests`): never an output or a secret.
-pub fn recorded_test(record: &TestRecord) -> Value {
-    let mut shown = json!({
-        "test_id": record.id, "capability_id": record.capability_id, "revision": record.revision,
-        "status": record.status, "attempts": record.attempts, "duration_ms": record.duration_ms,
-        "created_at": to_rfc3339(record.created_at),
-    });
-    if let Some(reason) = &record.reason {
-        shown["reason"] = json!(reason);
-    }
-    if let Some(http_status) = record.http_status {
-        shown["http_status"] = json!(http_status);
-    }
-    shown
 }

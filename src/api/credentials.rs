@@ -8,34 +8,82 @@ use serde::Serialize;
 
 use super::AppState;
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, FlatError};
 use super::json_body::JsonBody;
 use crate::domain::credential::{
-    CredentialError, CredentialRef, CredentialSpec, CredentialStatus, MAX_CREDENTIAL_BODY_BYTES,
-    MAX_SECRET_BYTES,
+    AuthType, CredentialError, CredentialRef, CredentialSpec, CredentialStatus,
+    MAX_CREDENTIAL_BODY_BYTES, MAX_SECRET_BYTES,
 };
 use crate::vault;
 
 /// CredentialResponse.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct CredentialResponse {
+    #[schema(
+        pattern = "^cred_[A-Za-z0-9_-]{3,120}$",
+        min_length = 7,
+        max_length = 128
+    )]
     credential_ref: String,
     status: CredentialStatus,
 }
 
-fn parse_ref(raw: &str) -> Result<CredentialRef, ApiError> {
-    CredentialRef::parse(raw).ok_or_else(|| {
-        ApiError::BadRequest("credentialRef must match ^cred_[A-Za-z0-9_-]{3,120}$".into())
-    })
+/// The request body (2.8); the handler reads raw JSON
+/// (`CredentialSpec::from_json`), this describes it.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"auth_type": "bearer", "secret": "the-endpoint-token"}))]
+pub struct CredentialRequest {
+    #[schema(value_type = AuthType)]
+    auth_type: String,
+    /// For `basic`, the pre-encoded Basic value. Never returned.
+    #[schema(min_length = 1, max_length = 4096, write_only)]
+    secret: String,
+    /// Required when `auth_type` is `api_key`.
+    #[schema(value_type = Option<ApiKeyHeader>)]
+    header_name: Option<String>,
 }
 
+/// The headers an `api_key` credential may be sent in.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApiKeyHeader {
+    XApiKey,
+    XApiToken,
+}
+
+/// The reference's pattern (2.8).
+const INVALID_REF: &str = "credentialRef must match ^cred_[A-Za-z0-9_-]{3,120}$";
+
+#[utoipa::path(
+    put,
+    path = "/v1/capability-credentials/{credentialRef}",
+    operation_id = "putCapabilityCredential",
+    tag = "credentials",
+    summary = "Store or rotate an endpoint credential (sealed, never returned)",
+    security(("bearer" = [])),
+    params(
+        ("credentialRef" = String, Path, description = "The credential reference", example = "cred_orders", pattern = "^cred_[A-Za-z0-9_-]{3,120}$", min_length = 7, max_length = 128),
+    ),
+    request_body(content = CredentialRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Configured", body = CredentialResponse),
+        (status = 400, description = "Invalid reference or body", body = FlatError),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 413, description = "Body or secret too large", body = FlatError),
+        (status = 503, description = "The database or vault is unavailable", body = FlatError),
+    )
+)]
 pub async fn put_credential(
     State(app): State<AppState>,
     caller: Caller,
     Path(raw_ref): Path<String>,
     JsonBody(body): JsonBody<MAX_CREDENTIAL_BODY_BYTES>,
 ) -> Result<(StatusCode, Json<CredentialResponse>), ApiError> {
-    let credential_ref = parse_ref(&raw_ref)?;
+    let credential_ref =
+        CredentialRef::parse(&raw_ref).ok_or_else(|| ApiError::BadRequest(INVALID_REF.into()))?;
     let spec = CredentialSpec::from_json(&body).map_err(|err| match err {
         CredentialError::SecretTooLarge => ApiError::PayloadTooLarge {
             limit: MAX_SECRET_BYTES,
@@ -64,12 +112,31 @@ pub async fn put_credential(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/capability-credentials/{credentialRef}",
+    operation_id = "revokeCapabilityCredential",
+    tag = "credentials",
+    summary = "Revoke an endpoint credential",
+    security(("bearer" = [])),
+    params(
+        ("credentialRef" = String, Path, description = "The credential reference", example = "cred_orders", pattern = "^cred_[A-Za-z0-9_-]{3,120}$", min_length = 7, max_length = 128),
+    ),
+    responses(
+        (status = 200, description = "Revoked", body = CredentialResponse),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 404, description = "No such credential (a malformed reference names none)", body = FlatError),
+        (status = 503, description = "The database or vault is unavailable", body = FlatError),
+    )
+)]
 pub async fn delete_credential(
     State(app): State<AppState>,
     caller: Caller,
     Path(raw_ref): Path<String>,
 ) -> Result<Json<CredentialResponse>, ApiError> {
-    let credential_ref = parse_ref(&raw_ref)?;
+    // DELETE declares no 400: a malformed reference names no credential.
+    let credential_ref =
+        CredentialRef::parse(&raw_ref).ok_or(ApiError::NotFound("no such credential"))?;
     if !app
         .store
         .revoke_credential(&caller.account, credential_ref.as_str())

@@ -4,11 +4,11 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::AppState;
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, FlatError};
 use super::json_body::JsonBody;
 use crate::clock::to_rfc3339;
 use crate::domain::diagnostics::DiagnosticMode;
@@ -16,11 +16,71 @@ use crate::store::gap_events::GapCursor;
 
 const MAX_SETTINGS_BYTES: usize = 4 * 1024;
 
-#[derive(Serialize)]
+/// The settings (2.10); also the body of PUT, which takes no other property.
+#[derive(Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"diagnostic_message_mode": "metadata"}))]
 pub struct DiagnosticSettings {
     diagnostic_message_mode: DiagnosticMode,
 }
 
+/// One unresolved capability-gap event. Fields in the order they were
+/// always written (alphabetical).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct GapEventView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capability: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversation_id: Option<String>,
+    id: String,
+    #[schema(value_type = GapKind)]
+    kind: String,
+    /// Only in `text` mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_text: Option<String>,
+    #[schema(format = DateTime)]
+    occurred_at: String,
+    reason_code: String,
+}
+
+/// The kinds of gap event (2.10).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)] // The stored kind is text; this names its values in the document.
+#[serde(rename_all = "snake_case")]
+pub enum GapKind {
+    CoverageGap,
+    AgentDeadEnd,
+}
+
+/// The report: the mode it was shown in, the events newest first, and the
+/// cursor of the next page when this one was full.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct GapReport {
+    diagnostic_message_mode: DiagnosticMode,
+    events: Vec<GapEventView>,
+    /// Pass as `before` for the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    next_before: Option<String>,
+    /// Pass as `before_id` for the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_before_id: Option<String>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/diagnostics/settings",
+    operation_id = "getDiagnosticSettings",
+    tag = "diagnostics",
+    summary = "The diagnostic message mode",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The settings (`metadata` when never set)", body = DiagnosticSettings),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 405, description = "Wrong method", body = FlatError),
+        (status = 503, description = "The database or vault is unavailable", body = FlatError),
+    )
+)]
 pub async fn get_settings(
     State(app): State<AppState>,
     caller: Caller,
@@ -35,6 +95,24 @@ pub async fn get_settings(
     }))
 }
 
+#[utoipa::path(
+    put,
+    path = "/v1/diagnostics/settings",
+    operation_id = "putDiagnosticSettings",
+    tag = "diagnostics",
+    summary = "Set the diagnostic message mode",
+    security(("bearer" = [])),
+    request_body(content = DiagnosticSettings, content_type = "application/json"),
+    responses(
+        (status = 201, description = "First set", body = DiagnosticSettings),
+        (status = 200, description = "Replaced", body = DiagnosticSettings),
+        (status = 400, description = "Invalid settings", body = FlatError),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 405, description = "Wrong method", body = FlatError),
+        (status = 413, description = "Body too large", body = FlatError),
+        (status = 503, description = "The database or vault is unavailable", body = FlatError),
+    )
+)]
 pub async fn put_settings(
     State(app): State<AppState>,
     caller: Caller,
@@ -74,49 +152,70 @@ const MAX_BEFORE_ID_CHARS: usize = 128;
 
 /// `GET /v1/diagnostics/capability-gaps`: unresolved gap events of the
 /// account, newest first, shown as its diagnostic mode allows.
+#[utoipa::path(
+    get,
+    path = "/v1/diagnostics/capability-gaps",
+    operation_id = "listCapabilityGaps",
+    tag = "diagnostics",
+    summary = "Unresolved capability-gap events, newest first",
+    security(("bearer" = [])),
+    params(
+        ("limit" = Option<i64>, Query, description = "Page size", minimum = 1, maximum = 100),
+        ("before" = Option<String>, Query, description = "Cursor: `next_before` of the previous page (RFC 3339, ending in Z); with `before_id`", format = DateTime),
+        ("before_id" = Option<String>, Query, description = "Cursor: `next_before_id` of the previous page; with `before`", min_length = 1, max_length = 128),
+    ),
+    responses(
+        (status = 200, description = "The events of this key's account", body = GapReport),
+        (status = 400, description = "Invalid pagination", body = FlatError),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 405, description = "Wrong method", body = FlatError),
+        (status = 503, description = "The database or vault is unavailable", body = FlatError),
+    )
+)]
 pub async fn list_capability_gaps(
     State(app): State<AppState>,
     caller: Caller,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<GapReport>, ApiError> {
     let page = parse_page(query.as_deref().unwrap_or("")).map_err(ApiError::BadRequest)?;
     let mode = app
         .store
         .get_diagnostic_mode(&caller.account)
         .await?
         .unwrap_or_default();
+    let mut report = GapReport {
+        diagnostic_message_mode: mode,
+        events: Vec::new(),
+        next_before: None,
+        next_before_id: None,
+    };
     if mode == DiagnosticMode::Disabled {
-        return Ok(Json(json!({"diagnostic_message_mode": mode, "events": []})));
+        return Ok(Json(report));
     }
     let events = app
         .store
         .list_gap_events(&caller.account, page.limit, page.before.as_ref())
         .await?;
-    let items: Vec<Value> = events
-        .iter()
-        .map(|e| {
-            let mut item = json!({"id": e.id, "kind": e.kind, "reason_code": e.reason_code, "occurred_at": to_rfc3339(e.occurred_at)});
-            if let Some(c) = &e.conversation_id {
-                item["conversation_id"] = json!(c);
-            }
-            if let Some(c) = &e.capability {
-                item["capability"] = json!(c);
-            }
-            if let (DiagnosticMode::Text, Some(text)) = (mode, &e.message_text) {
-                item["message_text"] = json!(text);
-            }
-            item
-        })
-        .collect();
-    let mut body = json!({"diagnostic_message_mode": mode, "events": items});
     // A full page may have more behind it: hand out the cursor of its last event.
     if events.len() as i64 == page.limit
         && let Some(last) = events.last()
     {
-        body["next_before"] = json!(to_rfc3339(last.occurred_at));
-        body["next_before_id"] = json!(last.id);
+        report.next_before = Some(to_rfc3339(last.occurred_at));
+        report.next_before_id = Some(last.id.clone());
     }
-    Ok(Json(body))
+    report.events = events
+        .into_iter()
+        .map(|e| GapEventView {
+            capability: e.capability,
+            conversation_id: e.conversation_id,
+            id: e.id,
+            kind: e.kind,
+            message_text: e.message_text.filter(|_| mode == DiagnosticMode::Text),
+            occurred_at: to_rfc3339(e.occurred_at),
+            reason_code: e.reason_code,
+        })
+        .collect();
+    Ok(Json(report))
 }
 
 struct Page {

@@ -16,9 +16,90 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
 
+use crate::domain::closed_set::closed_set;
 use crate::store::StoreError;
+
+closed_set! {
+    /// Every error code the API answers (contract section 7).
+    pub enum ErrorCode {
+        BadRequest = "BAD_REQUEST",
+        InvalidJson = "INVALID_JSON",
+        PolicyInvalid = "POLICY_INVALID",
+        PolicyEmpty = "POLICY_EMPTY",
+        Unauthorized = "UNAUTHORIZED",
+        Forbidden = "FORBIDDEN",
+        NotFound = "NOT_FOUND",
+        MethodNotAllowed = "METHOD_NOT_ALLOWED",
+        Conflict = "CONFLICT",
+        IdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED",
+        Gone = "GONE",
+        PayloadTooLarge = "PAYLOAD_TOO_LARGE",
+        RequestTooLarge = "REQUEST_TOO_LARGE",
+        ValidationError = "VALIDATION_ERROR",
+        RateLimited = "RATE_LIMITED",
+        DailyQuotaExceeded = "DAILY_QUOTA_EXCEEDED",
+        InternalError = "INTERNAL_ERROR",
+        ModelOutputInvalid = "MODEL_OUTPUT_INVALID",
+        ServiceUnavailable = "SERVICE_UNAVAILABLE",
+        InferenceUnavailable = "INFERENCE_UNAVAILABLE",
+    }
+}
+
+/// A located rule violation of a submitted document (a 400's `violations`,
+/// a failed contract test's `violations`). Fields in the order they were
+/// always written (alphabetical).
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct Violation {
+    /// The definition's `name`, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capability: Option<String>,
+    /// The definition's index in an import's `capabilities`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capability_index: Option<usize>,
+    pub message: String,
+    /// JSON pointer into the request body.
+    pub pointer: String,
+    /// A stable rule id.
+    pub rule: String,
+}
+
+impl Violation {
+    pub fn new(pointer: String, rule: impl Into<String>, message: String) -> Self {
+        Violation {
+            capability: None,
+            capability_index: None,
+            message,
+            pointer,
+            rule: rule.into(),
+        }
+    }
+}
+
+/// The flat error body (section 7.1): management routes, health, the key
+/// set, webhooks. `error` holds the code itself for `INVALID_JSON`,
+/// `POLICY_INVALID` and `POLICY_EMPTY`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct FlatError {
+    pub code: ErrorCode,
+    pub error: String,
+    /// Every rule violation of a rejected document (400 `BAD_REQUEST`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub violations: Option<Vec<Violation>>,
+}
+
+/// The nested error body (section 7.2): the HTTP channel and prompt integrations.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct NestedError {
+    pub error: NestedErrorDetail,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct NestedErrorDetail {
+    pub code: ErrorCode,
+    pub message: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -46,7 +127,7 @@ pub enum ApiError {
     #[error("{message}")]
     Violations {
         message: String,
-        violations: Vec<serde_json::Value>,
+        violations: Vec<Violation>,
     },
     #[error("{0}")]
     Conflict(String),
@@ -76,44 +157,54 @@ pub enum ApiError {
 #[derive(Clone, Debug)]
 pub struct ErrorInfo {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     /// Located rule violations, rendered as a `violations` array.
-    pub violations: Option<Vec<serde_json::Value>>,
+    pub violations: Option<Vec<Violation>>,
 }
 
 /// Codes whose flat body holds the code in both fields (contract section 7);
 /// their human-readable detail travels in the `warden-error-detail` header.
-const CODE_ONLY: [&str; 3] = ["INVALID_JSON", "POLICY_INVALID", "POLICY_EMPTY"];
+const CODE_ONLY: [ErrorCode; 3] = [
+    ErrorCode::InvalidJson,
+    ErrorCode::PolicyInvalid,
+    ErrorCode::PolicyEmpty,
+];
 static DETAIL_HEADER: HeaderName = HeaderName::from_static("warden-error-detail");
 
 impl ApiError {
     fn info(&self) -> ErrorInfo {
         let (status, code) = match self {
-            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
-            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "FORBIDDEN"),
-            ApiError::SignatureMismatch => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
-            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
-            ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, "INVALID_JSON"),
-            ApiError::PolicyInvalid(_) => (StatusCode::BAD_REQUEST, "POLICY_INVALID"),
-            ApiError::PolicyEmpty => (StatusCode::BAD_REQUEST, "POLICY_EMPTY"),
+            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            ApiError::SignatureMismatch => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, ErrorCode::BadRequest),
+            ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidJson),
+            ApiError::PolicyInvalid(_) => (StatusCode::BAD_REQUEST, ErrorCode::PolicyInvalid),
+            ApiError::PolicyEmpty => (StatusCode::BAD_REQUEST, ErrorCode::PolicyEmpty),
             ApiError::PayloadTooLarge { .. } => {
-                (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE")
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
             }
-            ApiError::Violations { .. } => (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
-            ApiError::Conflict(_) => (StatusCode::CONFLICT, "CONFLICT"),
-            ApiError::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR"),
-            ApiError::IdempotencyKeyReused => (StatusCode::CONFLICT, "IDEMPOTENCY_KEY_REUSED"),
-            ApiError::Gone(_) => (StatusCode::GONE, "GONE"),
-            ApiError::InferenceUnavailable(_) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "INFERENCE_UNAVAILABLE")
+            ApiError::Violations { .. } => (StatusCode::BAD_REQUEST, ErrorCode::BadRequest),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, ErrorCode::Conflict),
+            ApiError::Validation(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::ValidationError)
             }
-            ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
-            ApiError::Unavailable(_) | ApiError::DeadlineElapsed => {
-                (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE")
+            ApiError::IdempotencyKeyReused => {
+                (StatusCode::CONFLICT, ErrorCode::IdempotencyKeyReused)
             }
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+            ApiError::Gone(_) => (StatusCode::GONE, ErrorCode::Gone),
+            ApiError::InferenceUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::InferenceUnavailable,
+            ),
+            ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError),
+            ApiError::Unavailable(_) | ApiError::DeadlineElapsed => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::ServiceUnavailable,
+            ),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError),
         };
         let violations = match self {
             ApiError::Violations { violations, .. } => Some(violations.clone()),
@@ -156,9 +247,9 @@ impl IntoResponse for ApiError {
         let bearer = !matches!(self, ApiError::SignatureMismatch);
         if info.status.is_server_error() {
             // The cause chain is for the operator; the client gets the safe message.
-            tracing::error!(code = info.code, error = ?anyhow::Error::new(self), "request failed");
+            tracing::error!(code = info.code.as_str(), error = ?anyhow::Error::new(self), "request failed");
         } else {
-            tracing::debug!(code = info.code, message = %info.message, "request refused");
+            tracing::debug!(code = info.code.as_str(), message = %info.message, "request refused");
         }
         let mut response = info.status.into_response();
         if info.status == StatusCode::UNAUTHORIZED && bearer {
@@ -217,15 +308,18 @@ pub async fn shape_errors(request: Request, next: Next) -> Response {
 /// Errors raised by axum or tower rather than a handler.
 fn framework_error(status: StatusCode) -> ErrorInfo {
     let (code, message) = match status {
-        StatusCode::NOT_FOUND => ("NOT_FOUND", "no such route"),
-        StatusCode::METHOD_NOT_ALLOWED => {
-            ("METHOD_NOT_ALLOWED", "method not allowed on this route")
+        StatusCode::NOT_FOUND => (ErrorCode::NotFound, "no such route"),
+        StatusCode::METHOD_NOT_ALLOWED => (
+            ErrorCode::MethodNotAllowed,
+            "method not allowed on this route",
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            (ErrorCode::PayloadTooLarge, "the request body is too large")
         }
-        StatusCode::PAYLOAD_TOO_LARGE => ("PAYLOAD_TOO_LARGE", "the request body is too large"),
-        StatusCode::GONE => ("GONE", "the resource has expired"),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("BAD_REQUEST", "unsupported content type"),
-        s if s.is_server_error() => ("INTERNAL_ERROR", "internal error"),
-        _ => ("BAD_REQUEST", "bad request"),
+        StatusCode::GONE => (ErrorCode::Gone, "the resource has expired"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (ErrorCode::BadRequest, "unsupported content type"),
+        s if s.is_server_error() => (ErrorCode::InternalError, "internal error"),
+        _ => (ErrorCode::BadRequest, "bad request"),
     };
     ErrorInfo {
         status,
@@ -239,36 +333,44 @@ fn render(
     info: &ErrorInfo,
     shape: ErrorShape,
 ) -> (StatusCode, serde_json::Value, Option<HeaderValue>) {
-    match shape {
+    let (status, body, detail) = match shape {
         ErrorShape::Flat if CODE_ONLY.contains(&info.code) => {
             let detail = HeaderValue::from_str(&sanitize_header(&info.message)).ok();
-            (
-                info.status,
-                json!({"error": info.code, "code": info.code}),
-                detail,
-            )
+            let body = FlatError {
+                code: info.code,
+                error: info.code.as_str().to_owned(),
+                violations: None,
+            };
+            (info.status, serde_json::to_value(body), detail)
         }
         ErrorShape::Flat => {
-            let mut body = json!({"error": info.message, "code": info.code});
-            if let Some(violations) = &info.violations {
-                body["violations"] = serde_json::Value::Array(violations.clone());
-            }
-            (info.status, body, None)
+            let body = FlatError {
+                code: info.code,
+                error: info.message.clone(),
+                violations: info.violations.clone(),
+            };
+            (info.status, serde_json::to_value(body), None)
         }
         ErrorShape::Nested => {
             // The channel and prompt integrations name these differently (section 7).
             let (status, code) = match info.code {
-                "INVALID_JSON" => (StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_ERROR"),
-                "PAYLOAD_TOO_LARGE" => (info.status, "REQUEST_TOO_LARGE"),
+                ErrorCode::InvalidJson => {
+                    (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::ValidationError)
+                }
+                ErrorCode::PayloadTooLarge => (info.status, ErrorCode::RequestTooLarge),
                 code => (info.status, code),
             };
-            (
-                status,
-                json!({"error": {"code": code, "message": info.message}}),
-                None,
-            )
+            let body = NestedError {
+                error: NestedErrorDetail {
+                    code,
+                    message: info.message.clone(),
+                },
+            };
+            (status, serde_json::to_value(body), None)
         }
-    }
+    };
+    // Plain structs of strings: serialising them cannot fail.
+    (status, body.unwrap_or_default(), detail)
 }
 
 fn sanitize_header(text: &str) -> String {
@@ -287,6 +389,7 @@ fn sanitize_header(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn nested_routes_are_the_channel_and_prompt_integrations() {

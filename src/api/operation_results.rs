@@ -10,13 +10,15 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::AppState;
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, FlatError};
 use super::idempotent;
 use super::json_body::JsonBody;
+use crate::agent::response::AssistantMessage;
 use crate::agent::{new_id, texts};
 use crate::clock::now_millis;
 use crate::domain::interaction::InteractionStatus;
@@ -45,6 +47,44 @@ const FORBIDDEN_FIELDS: [&str; 14] = [
     "text",
     "user_message",
 ];
+
+/// The request body (2.11): exactly these three fields.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)] // Describes the body in the document; `parse_report` reads it.
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"interaction_id": "int_0123456789abcdef", "operation": "change_address", "status": "succeeded"}))]
+pub struct OperationResultRequest {
+    #[schema(min_length = 1, max_length = 128)]
+    interaction_id: String,
+    #[schema(min_length = 1, max_length = 64)]
+    operation: String,
+    #[schema(value_type = TerminalStatus)]
+    status: String,
+}
+
+/// The terminal statuses a host reports.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalStatus {
+    Succeeded,
+    Failed,
+    Cancelled,
+    Rejected,
+    Expired,
+}
+
+/// HostOperationResultResponse: the report as accepted and the
+/// deterministic text appended to the conversation. Fields in the order
+/// they were always written (alphabetical).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct OperationResultResponse {
+    conversation_id: String,
+    interaction_id: String,
+    message: AssistantMessage,
+    operation: String,
+    status: InteractionStatus,
+}
 
 struct Report {
     interaction_id: String,
@@ -89,6 +129,28 @@ fn parse_report(body: &Value) -> Result<Report, ApiError> {
     })
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/conversations/{conversationId}/operation-results",
+    operation_id = "reportHostOperationResult",
+    tag = "channel",
+    summary = "The host reports the terminal status of an interaction's operation",
+    security(("bearer" = [])),
+    params(
+        ("conversationId" = String, Path, description = "The conversation of the interaction", min_length = 1, max_length = 128),
+        ("Idempotency-Key" = String, Header, description = "1 to 200 visible ASCII characters; a repeat with the same body replays the first answer", min_length = 1, max_length = 200),
+    ),
+    request_body(content = OperationResultRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Accepted (or the replay of an earlier report with the same key)", body = OperationResultResponse, headers(("Idempotency-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key"))),
+        (status = 400, description = "Invalid body (forbidden or unknown fields, status, operation) or a missing or malformed Idempotency-Key", body = FlatError),
+        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
+        (status = 404, description = "No such conversation or interaction for this key", body = FlatError),
+        (status = 409, description = "The interaction is already closed, the key is in flight, or it was used with another request (IDEMPOTENCY_KEY_REUSED)", body = FlatError),
+        (status = 410, description = "The interaction has expired", body = FlatError),
+        (status = 413, description = "Body too large", body = FlatError),
+    )
+)]
 pub async fn report_operation_result(
     State(app): State<AppState>,
     caller: Caller,
@@ -135,14 +197,15 @@ pub async fn report_operation_result(
         // older than the language column).
         let language = conversation.language().unwrap_or(Language::Spanish);
         let text = texts::operation_reported(language, report.status);
-        let response = json!({
-            "conversation_id": conversation_id,
-            "interaction_id": report.interaction_id,
-            "operation": report.operation,
-            "status": report.status,
-            "message": {"id": message_id, "role": "assistant", "type": "text", "body": text},
+        // Stored as text: a replay answers these very bytes.
+        let response = serde_json::to_string(&OperationResultResponse {
+            conversation_id: conversation_id.clone(),
+            interaction_id: report.interaction_id.clone(),
+            message: AssistantMessage::text(message_id.clone(), text.to_owned()),
+            operation: report.operation.clone(),
+            status: report.status,
         })
-        .to_string();
+        .map_err(|e| ApiError::Internal(e.into()))?;
         let completion = Completion {
             key: &key,
             status: StatusCode::OK.as_u16(),

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, FlatError};
 use crate::platform::inbound;
 use crate::platform::queue::{self, ReceiveError, WebhookAnswer};
 use crate::platform::webhook::{HandshakeError, Signature, SignatureError};
@@ -22,6 +22,23 @@ use crate::platform::webhook::{HandshakeError, Signature, SignatureError};
 pub const MAX_WEBHOOK_BYTES: usize = 256 * 1024;
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/platform",
+    operation_id = "verifyPlatformWebhook",
+    tag = "platform",
+    summary = "The platform's subscription handshake",
+    params(
+        ("hub.mode" = String, Query, description = "Must be `subscribe`", max_length = 32),
+        ("hub.verify_token" = String, Query, description = "The configured verify token", max_length = 256),
+        ("hub.challenge" = String, Query, description = "Echoed back on success", max_length = 2048),
+    ),
+    responses(
+        (status = 200, description = "The challenge, exactly", body = String, content_type = "text/plain"),
+        (status = 403, description = "Wrong mode or token, or a missing, repeated or overlong parameter", body = FlatError),
+        (status = 404, description = "The channel is not configured on this deployment", body = FlatError),
+    )
+)]
 pub async fn verify_platform_webhook(
     State(app): State<AppState>,
     RawQuery(query): RawQuery,
@@ -55,6 +72,25 @@ pub async fn verify_platform_webhook(
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/platform",
+    operation_id = "receivePlatformWebhook",
+    tag = "platform",
+    summary = "A signed event delivery from the messaging platform; text messages are queued",
+    params(
+        ("X-Hub-Signature-256" = String, Header, description = "HMAC-SHA256 of the raw body under the app secret", pattern = "^sha256=[0-9a-f]{64}$"),
+    ),
+    request_body(content = Object, content_type = "application/json", description = "The platform's event (`entry[].changes[].value`), at most 256 KiB"),
+    responses(
+        (status = 200, description = "Each message accepted, duplicated or intentionally ignored", body = WebhookAnswer),
+        (status = 400, description = "A missing or malformed signature header, or a body that is not a JSON object of the platform's shape", body = FlatError),
+        (status = 401, description = "The signature does not match the raw body", body = FlatError),
+        (status = 404, description = "No registered phone number, or the channel is not configured", body = FlatError),
+        (status = 413, description = "Body over 256 KiB", body = FlatError),
+        (status = 503, description = "The database does not answer", body = FlatError),
+    )
+)]
 pub async fn receive_platform_webhook(
     State(app): State<AppState>,
     headers: HeaderMap,

@@ -4,7 +4,8 @@
 //! outside its set fails to decode rather than travelling on as a string.
 
 /// Declares `enum $name { $variant = "word", … }` with `as_str`, `parse`,
-/// `ALL`, `Display` and `Serialize` (as the word).
+/// `ALL`, `Display`, `Serialize` (as the word) and the OpenAPI schema (a
+/// string enum of the words).
 macro_rules! closed_set {
     (
         $(#[$meta:meta])*
@@ -36,6 +37,21 @@ macro_rules! closed_set {
         impl serde::Serialize for $name {
             fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($word),+]))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(stringify!($name))
             }
         }
     };

@@ -25,20 +25,33 @@ const FIELDS: [&str; 4] = [
     "out_of_scope_response",
 ];
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The policy (2.9): also the request body of PUT, hence closed
+/// ("no other properties are allowed"). The bounds are the document's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"version": 1, "instructions": "Answer in the customer's language; only about orders.", "allowed_topics": [{"name": "orders", "description": "Order status and delivery"}], "out_of_scope_response": "I can only help with orders."}))]
 pub struct AgentPolicy {
+    /// Always 1.
+    #[schema(minimum = 1, maximum = 1)]
     pub version: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 8000)]
     pub instructions: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_items = 1, max_items = 50)]
     pub allowed_topics: Option<Vec<Topic>>,
+    /// Valid only together with `allowed_topics`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 1000)]
     pub out_of_scope_response: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Topic {
+    #[schema(min_length = 1, max_length = 100)]
     pub name: String,
+    #[schema(min_length = 1, max_length = 1000)]
     pub description: String,
 }
 

@@ -29,18 +29,22 @@ closed_set! {
     }
 }
 
-/// The webhook's JSON answer.
-#[derive(Debug, Serialize)]
+/// The webhook's JSON answer: `accepted` if any item is, else `duplicated`
+/// if any is, else `ignored`; one entry per message and status update.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WebhookAnswer {
     pub status: Outcome,
     pub messages: Vec<ItemOutcome>,
 }
 
 /// One message or status update of the delivery.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ItemOutcome {
     /// The platform's id of the message (or of the message a status is about).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 256)]
     pub id: Option<String>,
     pub status: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]

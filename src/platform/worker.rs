@@ -223,11 +223,8 @@ impl Worker {
         };
         // Only the message text goes to the platform: an interaction's
         // opaque refs stay out of it (its preview text is the body).
-        let reply = response["message"]["body"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let conversation = response["conversation_id"].as_str().unwrap_or_default();
+        let reply = response.message.body;
+        let conversation = response.conversation_id.as_str();
         if reply.is_empty() || conversation.is_empty() {
             return Err(Failure::Dead("the turn gave no reply".into()));
         }

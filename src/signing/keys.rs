@@ -7,7 +7,6 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::SigningKey;
-use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 use zeroize::Zeroizing;
@@ -30,10 +29,35 @@ pub fn kid_of(public_key: &[u8; 32]) -> String {
     URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
 }
 
+/// A public JWK (RFC 8037 OKP, Ed25519): never a private member. Fields in
+/// the order they were always written (alphabetical).
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct PublicJwk {
+    /// `EdDSA`.
+    alg: &'static str,
+    /// `Ed25519`.
+    crv: &'static str,
+    /// The RFC 7638 thumbprint.
+    kid: String,
+    /// `OKP`.
+    kty: &'static str,
+    /// `sig`.
+    #[serde(rename = "use")]
+    key_use: &'static str,
+    /// The public key, base64url.
+    x: String,
+}
+
 /// The public JWK (RFC 8037) of a key: never a private member.
-pub fn public_jwk(row: &SigningKeyRow) -> Value {
-    json!({"kty": "OKP", "crv": "Ed25519", "x": URL_SAFE_NO_PAD.encode(&row.public_key), "kid": row.kid,
-           "use": "sig", "alg": "EdDSA"})
+pub fn public_jwk(row: &SigningKeyRow) -> PublicJwk {
+    PublicJwk {
+        alg: "EdDSA",
+        crv: "Ed25519",
+        kid: row.kid.clone(),
+        kty: "OKP",
+        key_use: "sig",
+        x: URL_SAFE_NO_PAD.encode(&row.public_key),
+    }
 }
 
 fn associated_data(kid: &str) -> Vec<u8> {

@@ -102,11 +102,13 @@ async fn lifecycle_follows_every_row_of_contract_3_1(backend: Backend) {
         .0,
         400
     );
+    // enable and disable declare no 400: a missing If-Match is a revision
+    // that is not the current one (tested in `status_mappings.rs` too).
     assert_eq!(
         send(&app, "POST", &format!("{path}/disable"), &key, None, None)
             .await
             .0,
-        400
+        409
     );
 
     // active --disable--> disabled
@@ -339,8 +341,9 @@ async fn unknown_foreign_and_malformed_ids(backend: Backend) {
             None,
         )
         .await;
-        assert_eq!(status, 400, "{bad}");
-        assert_flat_error(&body, "BAD_REQUEST");
+        // A malformed id names no capability (the routes declare no 400).
+        assert_eq!(status, 404, "{bad}");
+        assert_flat_error(&body, "NOT_FOUND");
     }
     let (_, bobs) = send(&app, "GET", "/v1/capabilities", &bob, None, None).await;
     assert_eq!(

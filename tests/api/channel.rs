@@ -111,9 +111,10 @@ async fn authentication_bounds_and_unknown_conversations(backend: Backend) {
         .send(json!({"message": {"type": "text", "body": "x".repeat(4001)}}))
         .await;
     assert_eq!(status, 422, "{body}");
+    // The channel declares no 404: an unknown conversation_id does not validate.
     let (status, body) = shop.say(Some("conv_doesnotexist"), "hola").await;
-    assert_eq!(status, 404, "{body}");
-    assert_nested_error(&body, "NOT_FOUND");
+    assert_eq!(status, 422, "{body}");
+    assert_nested_error(&body, "VALIDATION_ERROR");
     // Another account's conversation is unknown to this key.
     let (_, body) = shop.say(None, "hola").await;
     let theirs = conversation(&body);
@@ -125,7 +126,7 @@ async fn authentication_bounds_and_unknown_conversations(backend: Backend) {
             &json!({"conversation_id": theirs, "message": {"type": "text", "body": "hola"}}),
         )
         .await;
-    assert_eq!(status, 404);
+    assert_eq!(status, 422);
     let response = shop
         .app
         .client

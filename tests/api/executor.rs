@@ -159,11 +159,13 @@ async fn api_key_and_basic_credentials_are_injected_per_type(backend: Backend) {
 
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn invalid_arguments_are_400_and_nothing_is_called(backend: Backend) {
+async fn invalid_arguments_are_a_failed_test_and_nothing_is_called(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = account_ready(&app, "acme").await;
     let endpoint = FakeEndpoint::json(json!({"status": "ok"})).await;
     let id = capability_at(&app, &key, &format!("{}/x", endpoint.base), |_| {}).await;
+    // The test route declares no 400: refused arguments are a test that
+    // failed before any call (docs/contract-decisions.md).
     for (arguments, pointer) in [
         (json!({}), "/arguments"),
         (json!({"order": "lower-case"}), "/arguments/order"),
@@ -171,7 +173,10 @@ async fn invalid_arguments_are_400_and_nothing_is_called(backend: Backend) {
         (json!({"order": "A".repeat(21)}), "/arguments/order"),
     ] {
         let (status, body) = app.test_capability(&key, &id, arguments.clone()).await;
-        assert_eq!(status, 400, "{arguments}");
+        assert_eq!(status, 200, "{arguments}");
+        assert_eq!(body["status"], "failed", "{body}");
+        assert_eq!(body["reason"], "arguments_invalid", "{body}");
+        assert_eq!(body["attempts"], 0, "{body}");
         assert!(
             violation_pairs(&body)
                 .iter()
@@ -179,7 +184,7 @@ async fn invalid_arguments_are_400_and_nothing_is_called(backend: Backend) {
             "{arguments}: {body}"
         );
     }
-    let (status, _) = status_and_json(
+    let (status, body) = status_and_json(
         app.client
             .post(app.url(&format!("/v1/capabilities/{id}/test")))
             .bearer_auth(&key)
@@ -189,7 +194,8 @@ async fn invalid_arguments_are_400_and_nothing_is_called(backend: Backend) {
             .unwrap(),
     )
     .await;
-    assert_eq!(status, 400);
+    assert_eq!(status, 200);
+    assert_eq!(body["reason"], "arguments_invalid", "{body}");
     assert_eq!(endpoint.hits(), 0, "the endpoint was never called");
     assert_eq!(
         app.test_capability(&key, "cap_unknown1", order()).await.0,

@@ -284,7 +284,11 @@ async fn serve_resolving(app: &TestApp, lookup: Arc<ScriptedLookup>) -> String {
     tokio::spawn(async move {
         axum::serve(
             listener,
-            warden::api::router(state, (&warden::cli::ClientLimits::DEFAULT).into()),
+            warden::api::router(
+                state,
+                (&warden::cli::ClientLimits::DEFAULT).into(),
+                warden::api::DocsUi::Off,
+            ),
         )
         .await
     });

@@ -86,6 +86,7 @@ impl TestApp {
         platform: warden::cli::PlatformArgs,
     ) -> Self {
         let serve = ServeArgs {
+            docs_ui: false,
             listen: "127.0.0.1:0".parse().unwrap(),
             sandbox: warden::cli::SandboxArgs {
                 policy_guest: None,

@@ -1,0 +1,207 @@
+//! The machine-readable contract (section 9): the OpenAPI 3.1 document,
+//! generated from the handlers' own `#[utoipa::path]` annotations and types
+//! as the router is built (`api::routes`), so a route cannot exist without
+//! its entry. Served at `GET /openapi.json`, printed by `warden openapi`,
+//! checked in as `docs/openapi.json` (`tests/api/openapi.rs` fails when they
+//! differ).
+
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::sync::OnceLock;
+use utoipa::Modify;
+use utoipa::openapi::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+
+/// `info.version`: the contract this service implements.
+pub const CONTRACT_VERSION: &str = "7.0.0";
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "Warden: conversational agent public API",
+        version = "7.0.0",
+        description = "The conversational agent public API (contract 7.0.0) as Warden serves it. \
+            Authenticated routes take `Authorization: Bearer <API_KEY>`. Errors come in two shapes: \
+            flat `{error, code}` (management routes, health, the key set) and nested \
+            `{error: {code, message}}` (the HTTP channel). Choices where the contract is silent: \
+            docs/contract-decisions.md.",
+        license(name = "Apache-2.0"),
+    ),
+    components(schemas(super::error::FlatError, super::error::NestedError)),
+    modifiers(&BearerKey),
+    tags(
+        (name = "system", description = "Health, the key set and this document (public)"),
+        (name = "channel", description = "The HTTP channel and operation results"),
+        (name = "policy", description = "The agent policy"),
+        (name = "diagnostics", description = "Diagnostic settings and capability-gap events"),
+        (name = "credentials", description = "Endpoint credentials"),
+        (name = "capabilities", description = "Capabilities: publish, revise, enable, disable, test"),
+    )
+)]
+struct ApiDoc;
+
+/// The base document: info, shared schemas, the security scheme, links.
+pub fn base() -> OpenApi {
+    <ApiDoc as utoipa::OpenApi>::openapi()
+}
+
+/// The bearer API key of `/v1/*` (section 5); each authenticated operation
+/// names it, public ones name nothing.
+struct BearerKey;
+
+impl Modify for BearerKey {
+    fn modify(&self, openapi: &mut OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("The API key issued for this environment"))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// A link between operations (what a client, or a stateful test, does next
+/// with an answer): from an operation's response to another operation,
+/// with its parameters as runtime expressions.
+struct Link {
+    from: &'static str,
+    status: &'static str,
+    name: &'static str,
+    to: &'static str,
+    parameters: &'static [(&'static str, &'static str)],
+}
+
+const LINKS: &[Link] = &[
+    Link {
+        from: "createCapability",
+        status: "201",
+        name: "GetCapability",
+        to: "getCapability",
+        parameters: &[("path.capabilityId", "$response.body#/id")],
+    },
+    Link {
+        from: "createCapability",
+        status: "201",
+        name: "ReviseCapability",
+        to: "reviseCapability",
+        parameters: &[
+            ("path.capabilityId", "$response.body#/id"),
+            ("header.If-Match", "$response.body#/revision"),
+        ],
+    },
+    Link {
+        from: "createCapability",
+        status: "201",
+        name: "TestCapability",
+        to: "testCapability",
+        parameters: &[("path.capabilityId", "$response.body#/id")],
+    },
+    Link {
+        from: "createCapability",
+        status: "201",
+        name: "DisableCapability",
+        to: "disableCapability",
+        parameters: &[
+            ("path.capabilityId", "$response.body#/id"),
+            ("header.If-Match", "$response.body#/revision"),
+        ],
+    },
+    Link {
+        from: "disableCapability",
+        status: "200",
+        name: "EnableCapability",
+        to: "enableCapability",
+        parameters: &[
+            ("path.capabilityId", "$response.body#/id"),
+            ("header.If-Match", "$response.body#/revision"),
+        ],
+    },
+    Link {
+        from: "importCapabilities",
+        status: "201",
+        name: "GetImportedCapability",
+        to: "getCapability",
+        parameters: &[("path.capabilityId", "$response.body#/capabilities/0/id")],
+    },
+    Link {
+        from: "putCapabilityCredential",
+        status: "201",
+        name: "RevokeCapabilityCredential",
+        to: "revokeCapabilityCredential",
+        parameters: &[("path.credentialRef", "$response.body#/credential_ref")],
+    },
+    Link {
+        from: "sendHttpMessage",
+        status: "200",
+        name: "ReportHostOperationResult",
+        to: "reportHostOperationResult",
+        parameters: &[("path.conversationId", "$response.body#/conversation_id")],
+    },
+];
+
+/// Adds `LINKS` to the responses they start from. On the JSON, because
+/// utoipa 5.5 writes a link's `operationId` as `operation_id`.
+fn add_links(document: &mut Value) {
+    for Link {
+        from,
+        status,
+        name,
+        to,
+        parameters,
+    } in LINKS
+    {
+        let Some(response) = document["paths"]
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|paths| paths.values_mut())
+            .filter_map(Value::as_object_mut)
+            .flat_map(|item| item.values_mut())
+            .find(|operation| operation["operationId"] == *from)
+            .and_then(|operation| operation["responses"].get_mut(*status))
+        else {
+            continue;
+        };
+        let parameters: serde_json::Map<String, Value> = parameters
+            .iter()
+            .map(|(parameter, expression)| ((*parameter).to_owned(), json!(expression)))
+            .collect();
+        response["links"][*name] = json!({"operationId": to, "parameters": parameters});
+    }
+}
+
+/// The document of the router `api::routes` builds, as pretty JSON.
+/// Built once: the routes are fixed at compile time.
+pub fn document_json() -> &'static str {
+    static DOCUMENT: OnceLock<String> = OnceLock::new();
+    DOCUMENT.get_or_init(|| {
+        let (_, document) = super::routes().split_for_parts();
+        let mut document = serde_json::to_value(&document).unwrap_or_default();
+        add_links(&mut document);
+        serde_json::to_string_pretty(&document).unwrap_or_default()
+    })
+}
+
+/// `GET /openapi.json`.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    operation_id = "getOpenApiDocument",
+    tag = "system",
+    summary = "This document",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json", body = serde_json::Value))
+)]
+pub async fn openapi_json() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        document_json(),
+    )
+        .into_response()
+}
