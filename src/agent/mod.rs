@@ -12,6 +12,7 @@
 //!   `trace`: the capability trace (2.4).
 
 pub mod arguments;
+pub mod catalog;
 pub mod engine;
 pub mod grounding;
 pub mod language;

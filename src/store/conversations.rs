@@ -286,6 +286,7 @@ impl Store {
     pub async fn commit_turn(&self, account: &AccountId, turn: &TurnRecord<'_>) -> StoreResult<()> {
         let now = now_millis();
         let begin = self.write_transaction_statement();
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             match &turn.new_conversation {
@@ -435,6 +436,7 @@ impl Store {
     ) -> StoreResult<CloseOutcome> {
         let now = now_millis();
         let begin = self.write_transaction_statement();
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let closed = sqlx::query(

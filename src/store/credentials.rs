@@ -128,6 +128,7 @@ impl Store {
         let keys = "SELECT kid, public_key, master_key_id, nonce, ciphertext, activated_at, retired_at, published_until \
                     FROM signing_keys";
         let begin = self.write_transaction_statement();
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let mut counts = ResealCounts::default();
