@@ -291,7 +291,10 @@ fn answer_batch(
                     if let Ok(mut memo) = memo.lock() {
                         memo.put(key.clone(), answered.clone());
                     }
-                    fresh.entry(key.clone()).or_default().extend(answered.iter().cloned());
+                    fresh
+                        .entry(key.clone())
+                        .or_default()
+                        .extend(answered.iter().cloned());
                     answered
                 }
                 // Refusals and faults are not remembered: asked again next turn.
@@ -310,9 +313,7 @@ fn answer_batch(
             .iter()
             .zip(verdicts)
             .enumerate()
-            .filter(|(_, (c, v))| {
-                v.unwrap_or_else(|| asked.iter().any(|(t, m)| *m && t == *c))
-            })
+            .filter(|(_, (c, v))| v.unwrap_or_else(|| asked.iter().any(|(t, m)| *m && t == *c)))
             .map(|(i, _)| i)
             .collect();
         out.push(Ok(Ok(matched)));

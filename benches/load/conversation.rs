@@ -18,7 +18,13 @@ const TURNS: [&str; 5] = [
     "Gracias",
 ];
 
-pub async fn sweep(config: &Config, base: &str, key: &str, pid: u32, backend: &'static str) -> Vec<Row> {
+pub async fn sweep(
+    config: &Config,
+    base: &str,
+    key: &str,
+    pid: u32,
+    backend: &'static str,
+) -> Vec<Row> {
     let mut rows = Vec::new();
     for &clients in &config.few_connections {
         procs::reset_peak_rss(pid);

@@ -86,7 +86,12 @@ pub fn closed_loop(
     let line = stdout
         .lines()
         .find_map(|l| l.strip_prefix("WRK_JSON "))
-        .unwrap_or_else(|| panic!("no result from wrk: {stdout} {}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "no result from wrk: {stdout} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     let v: serde_json::Value = serde_json::from_str(line).unwrap();
     let n = |k: &str| v[k].as_f64().unwrap_or(0.0);
     let requests = n("requests");

@@ -63,15 +63,21 @@ impl Config {
     fn from_env() -> Config {
         let quick = std::env::var("WARDEN_BENCH_QUICK").is_ok_and(|v| v == "1");
         let list = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>())
+            std::env::var(name).ok().map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .collect::<Vec<_>>()
+            })
         };
         Config {
             quick,
             run: Duration::from_secs(if quick { 3 } else { 10 }),
             warmup: Duration::from_secs(if quick { 1 } else { 3 }),
-            connections: if quick { vec![1, 8] } else { vec![1, 8, 32, 128] },
+            connections: if quick {
+                vec![1, 8]
+            } else {
+                vec![1, 8, 32, 128]
+            },
             few_connections: vec![1, 8],
             rates: if quick {
                 vec![500, 2000]
@@ -253,8 +259,7 @@ async fn bench() {
         )
         .await;
         procs::admin(&warden_exe, &database.url, &["account", "create", "bench"]);
-        let key = procs::admin(&warden_exe, &database.url, &["key", "issue", "bench"])
-            ["api_key"]
+        let key = procs::admin(&warden_exe, &database.url, &["key", "issue", "bench"])["api_key"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -276,8 +281,9 @@ async fn bench() {
             body,
             vary_order: true,
         };
-        let turn_body = json!({"user_id": "bench-user", "message": {"type": "text", "body": TURN_TEXT}})
-            .to_string();
+        let turn_body =
+            json!({"user_id": "bench-user", "message": {"type": "text", "body": TURN_TEXT}})
+                .to_string();
         let target = |scenario, spec| Target {
             scenario,
             backend,
@@ -311,16 +317,18 @@ async fn bench() {
         let turn = |scenario| {
             target(
                 scenario,
-                authed("POST", "/v1/channels/http/messages", Some(turn_body.clone())),
+                authed(
+                    "POST",
+                    "/v1/channels/http/messages",
+                    Some(turn_body.clone()),
+                ),
             )
         };
         turn("turn_1")
             .sweep(&config.connections, true, &mut rows)
             .await;
         if config.wants("conversation_5") {
-            rows.extend(
-                conversation::sweep(&config, &base, &key, warden.pid(), backend).await,
-            );
+            rows.extend(conversation::sweep(&config, &base, &key, warden.pid(), backend).await);
         }
         if config.wants("turn_100") || config.wants("turn_1000") {
             setup.register_more(1, 100).await;
@@ -358,7 +366,13 @@ struct Setup<'a> {
 }
 
 impl Setup<'_> {
-    async fn call(&self, method: reqwest::Method, path: &str, extra: Option<(&str, String)>, body: &Value) -> (u16, Value) {
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        extra: Option<(&str, String)>,
+        body: &Value,
+    ) -> (u16, Value) {
         let mut request = self
             .client
             .request(method, format!("{}{path}", self.base))
@@ -384,7 +398,8 @@ impl Setup<'_> {
             .await;
         assert_eq!(status, 201, "credential: {body}");
         let manifest: Value = serde_json::from_str(
-            &std::fs::read_to_string(self.root.join("examples/manifests/walkthrough.json")).unwrap(),
+            &std::fs::read_to_string(self.root.join("examples/manifests/walkthrough.json"))
+                .unwrap(),
         )
         .unwrap();
         let mut definition = manifest["capabilities"][0].clone();
@@ -404,7 +419,9 @@ impl Setup<'_> {
             .as_array()
             .is_some_and(|events| {
                 events.iter().any(|e| {
-                    e["stage"] == "execution" && e["capability"] == "order_status" && e["reason_code"] == "ok"
+                    e["stage"] == "execution"
+                        && e["capability"] == "order_status"
+                        && e["reason_code"] == "ok"
                 })
             });
         assert!(called, "the bench turn did not call order_status: {reply}");

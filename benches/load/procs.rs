@@ -77,33 +77,33 @@ impl Drop for Proc {
 
 /// Total CPU time process `pid` has used so far.
 pub fn cpu(pid: u32) -> Duration {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        // Fields after the command name (which may hold spaces); utime and
-        // stime are fields 14 and 15, i.e. 11 and 12 after the `)`.
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        let fields: Vec<u64> = rest
-            .split_whitespace()
-            .skip(11)
-            .take(2)
-            .map(|f| f.parse().unwrap())
-            .collect();
-        Duration::from_secs_f64((fields[0] + fields[1]) as f64 / clock_ticks() as f64)
-    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces); utime and
+    // stime are fields 14 and 15, i.e. 11 and 12 after the `)`.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    Duration::from_secs_f64((fields[0] + fields[1]) as f64 / clock_ticks() as f64)
+}
 
 /// Resets the peak-RSS mark (Linux ≥ 4.0), so the next reading is this run's.
 pub fn reset_peak_rss(pid: u32) {
-        let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
 }
 
 /// Peak resident set of `pid` since the last reset, in MiB.
 pub fn peak_rss_mib(pid: u32) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let kib: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0.0);
-        kib / 1024.0
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
 }
 
 /// The environment every `warden` command of a run shares.

@@ -47,7 +47,9 @@ impl Recording {
             .stdout(Stdio::piped())
             .spawn();
         let Ok(mut collapse) = collapse else {
-            eprintln!("no .tools/bin/inferno-collapse-perf: run scripts/ensure-bench-tools.sh --profile");
+            eprintln!(
+                "no .tools/bin/inferno-collapse-perf: run scripts/ensure-bench-tools.sh --profile"
+            );
             return;
         };
         {
@@ -59,7 +61,12 @@ impl Recording {
         std::fs::write(&folded, &out.stdout).unwrap();
         let svg = root.join(format!("docs/profile-{name}.svg"));
         let drawn = Command::new(tools.join("inferno-flamegraph"))
-            .args(["--title", &format!("warden serve, {name}, 8 connections"), "--width", "1400"])
+            .args([
+                "--title",
+                &format!("warden serve, {name}, 8 connections"),
+                "--width",
+                "1400",
+            ])
             .arg(&folded)
             .output()
             .unwrap();
@@ -67,7 +74,11 @@ impl Recording {
         // Keep the folded stacks next to the run's other files for study.
         let keep = std::env::temp_dir().join(format!("warden-profile-{name}.folded"));
         let _ = std::fs::copy(&folded, &keep);
-        println!("profile: {} (folded stacks: {})", svg.display(), keep.display());
+        println!(
+            "profile: {} (folded stacks: {})",
+            svg.display(),
+            keep.display()
+        );
         let _ = std::fs::remove_file(&self.data);
     }
 }

@@ -145,7 +145,9 @@ impl Store {
     pub async fn capability_heads(&self, account: &AccountId) -> StoreResult<Vec<CapabilityHead>> {
         let sql = "SELECT id, lifecycle_status, revision FROM capabilities WHERE account_id = $1 \
                    ORDER BY created_at, name, id";
-        Ok(on_pool!(self, pool => sqlx::query_as(sql).bind(account.number()).fetch_all(pool).await)?)
+        Ok(
+            on_pool!(self, pool => sqlx::query_as(sql).bind(account.number()).fetch_all(pool).await)?,
+        )
     }
 
     pub async fn get_capability(
