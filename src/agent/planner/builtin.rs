@@ -69,7 +69,8 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
             let c = &request.capabilities[i];
             !c.preparation
                 || (intent
-                    && index.entries[i].keys
+                    && index.entries[i]
+                        .keys
                         .iter()
                         .any(|k| asked_operations.contains(k.as_str())))
         })
@@ -165,7 +166,11 @@ fn select<'c>(
         // A follow-up stays with the last call, then with its family.
         if request.previous_capability == Some(capability.name.as_str()) {
             score += 0.5;
-        } else if index.entries[i].name_keys.iter().any(|k| family.contains(k)) {
+        } else if index.entries[i]
+            .name_keys
+            .iter()
+            .any(|k| family.contains(k))
+        {
             score += 0.25;
         }
         // Highest score; on a tie the earlier offered capability.
