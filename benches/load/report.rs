@@ -206,12 +206,15 @@ pub fn write_docs(root: &Path, text: &str, rows: &[Row]) {
     plot(&root.join("docs/benchmarks-latency.svg"), rows).unwrap();
 }
 
+/// One line of the plot: its name, open loop or not, its (x, p99) points.
+type Series = (String, bool, Vec<(f64, f64)>);
+
 fn plot(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
     use plotters::prelude::*;
     let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
     root.fill(&WHITE)?;
     let (left, right) = root.split_horizontally(600);
-    let mut series: Vec<(String, bool, Vec<(f64, f64)>)> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
     for r in rows {
         let open = matches!(r.mode, Mode::Open(_));
         let name = if r.backend == "-" {

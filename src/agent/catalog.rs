@@ -28,10 +28,13 @@ pub struct Cataloged {
 /// Revisions kept at most (all accounts); cleared whole when full.
 const MAX_REVISIONS: usize = 20_000;
 
+/// Parsed revisions by (capability id, revision).
+type ByRevision = HashMap<(String, i64), Arc<Cataloged>>;
+
 /// Shared by the engine's clones.
 #[derive(Clone, Default)]
 pub struct Catalog {
-    by_revision: Arc<Mutex<HashMap<(String, i64), Arc<Cataloged>>>>,
+    by_revision: Arc<Mutex<ByRevision>>,
 }
 
 impl Catalog {
