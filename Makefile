@@ -23,7 +23,10 @@ help:
 	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
 	@echo "make bench   sandbox figures and ratios against native; executor overhead per call;"
 	@echo "             platform webhook deliveries per second and queue-to-reply latency;"
-	@echo "             the dialogue set's pass rate per rule and planner (docs/conversation.md)"
+	@echo "             the dialogue set's pass rate per rule and planner (docs/conversation.md);"
+	@echo "             the load benchmark: warden serve (release) on SQLite and PostgreSQL against a bare"
+	@echo "             relay and the endpoint alone, closed and open loop; writes docs/benchmarks.md and"
+	@echo "             docs/benchmarks-latency.svg (~15 min; WARDEN_BENCH_QUICK=1 for a quick look)"
 	@echo "make lint    rustfmt check and clippy with warnings denied"
 	@echo "make walkthrough  a three-turn conversation against the example host endpoint"
 	@echo "make fuzz    the schema differential test for SCHEMA_DIFF_CASES (100000), then every fuzz target"
@@ -48,11 +51,13 @@ test: toolchain postgres
 guest: toolchain
 	cd guest-policy && $(CARGO) build --release --locked --target wasm32-wasip2
 
-bench: toolchain
+bench: toolchain postgres
+	@scripts/ensure-bench-tools.sh
 	$(CARGO) bench -p warden-host --bench sandbox
 	$(CARGO) bench -p warden --bench executor
 	$(CARGO) bench -p warden --bench platform
 	WARDEN_DIALOGUE_REPORT=1 $(CARGO) test --test api -- dialogues::the_dialogue_set::case_1_sqlite --exact --nocapture
+	$(CARGO) bench -p warden --bench load
 
 walkthrough: toolchain
 	examples/walkthrough.sh

@@ -123,6 +123,7 @@ async fn run(label: &str, database_url: &str, dir: &std::path::Path) {
         ..Default::default()
     };
     let serve = ServeArgs {
+        docs_ui: false,
         listen: "127.0.0.1:0".parse().unwrap(),
         sandbox: SandboxArgs {
             dev_allow_loopback: true,

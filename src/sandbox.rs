@@ -5,8 +5,19 @@
 //!
 //! Guest calls are short but synchronous; they run on the blocking pool so a
 //! guest at its deadline never holds up a runtime thread.
+//!
+//! A turn asks `match-pattern` about every patterned property of every
+//! capability: [`PolicySandbox::match_patterns`] takes them in one trip to
+//! the blocking pool, asks the guest once per distinct schema text, and
+//! remembers the guest's verdict per token ([`PatternMemo`]), so a turn
+//! with 1,000 capabilities costs the guest only the words it has not judged
+//! yet. The memo holds verdicts, never patterns: a tenant's pattern still
+//! runs only in the guest.
 
 use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use warden_host::{DefinitionOptions, GuestSource, Sandbox, SandboxConfig, SchemaRef};
 pub use warden_host::{InteractionKind, SandboxError, ShapedInteraction, Violation};
@@ -18,6 +29,57 @@ use crate::domain::account::AccountId;
 pub struct PolicySandbox {
     sandbox: Sandbox,
     options: DefinitionOptions,
+    memo: Arc<Mutex<PatternMemo>>,
+}
+
+/// One `match-pattern` question of a batch.
+pub struct PatternQuestion {
+    /// The guest's cache key for the schema (capability revision).
+    pub schema_key: String,
+    pub input_schema: Arc<str>,
+    pub property: String,
+    pub candidates: Vec<String>,
+}
+
+/// The guest's answer to one question: the indexes of the matching candidates.
+pub type PatternVerdict = Result<Result<Vec<usize>, Vec<Violation>>, SandboxError>;
+
+/// How long one batch may keep asking the guest (each call also has the
+/// sandbox's own deadline); questions left are answered with a deadline
+/// error, which the agent treats as "nothing matches".
+const PATTERN_BATCH_BUDGET: Duration = Duration::from_millis(250);
+
+/// The guest's verdicts remembered: (account scope, schema text, property)
+/// → token → matches. The guest is a pure function of its inputs (it links
+/// no import: no clock, no randomness), so the same question gets the same
+/// answer; the schema *text* is the key, not the capability, so capabilities
+/// sharing a schema share verdicts. Bounded: cleared whole when full.
+#[derive(Default)]
+pub struct PatternMemo {
+    by_schema: HashMap<(String, Arc<str>, String), HashMap<String, bool>>,
+    tokens: usize,
+}
+
+/// Tokens remembered at most, over all accounts (a few MiB).
+const PATTERN_MEMO_TOKENS: usize = 100_000;
+
+impl PatternMemo {
+    fn get(&self, key: &(String, Arc<str>, String)) -> Option<&HashMap<String, bool>> {
+        self.by_schema.get(key)
+    }
+
+    fn put(&mut self, key: (String, Arc<str>, String), verdicts: Vec<(String, bool)>) {
+        if self.tokens + verdicts.len() > PATTERN_MEMO_TOKENS {
+            self.by_schema.clear();
+            self.tokens = 0;
+        }
+        let known = self.by_schema.entry(key).or_default();
+        for (token, matched) in verdicts {
+            if known.insert(token, matched).is_none() {
+                self.tokens += 1;
+            }
+        }
+    }
 }
 
 impl PolicySandbox {
@@ -49,6 +111,7 @@ impl PolicySandbox {
             options: DefinitionOptions {
                 allow_loopback_http: args.dev_allow_loopback,
             },
+            memo: Arc::default(),
         })
     }
 
@@ -146,6 +209,30 @@ impl PolicySandbox {
         .await
     }
 
+    /// Many [`Self::match_pattern`] questions in one trip to the blocking
+    /// pool, answered in order. Tokens the guest already judged against the
+    /// same schema text and property come from the memo; the rest go to the
+    /// guest, once per distinct schema text, within [`PATTERN_BATCH_BUDGET`].
+    pub async fn match_patterns(
+        &self,
+        account: &AccountId,
+        questions: Vec<PatternQuestion>,
+    ) -> Vec<PatternVerdict> {
+        let (sandbox, scope, memo) = (self.sandbox.clone(), scope(account), self.memo.clone());
+        let count = questions.len();
+        tokio::task::spawn_blocking(move || answer_batch(&sandbox, &scope, &memo, questions))
+            .await
+            .unwrap_or_else(|join| {
+                (0..count)
+                    .map(|_| {
+                        Err(SandboxError::Unavailable(format!(
+                            "sandbox call panicked: {join}"
+                        )))
+                    })
+                    .collect()
+            })
+    }
+
     /// A `host_interaction` result shaped into the closed interaction.
     pub async fn shape_interaction(
         &self,
@@ -155,6 +242,83 @@ impl PolicySandbox {
         let (sandbox, scope) = (self.sandbox.clone(), scope(account));
         run_blocking(move || sandbox.shape_interaction(&scope, &result)).await
     }
+}
+
+fn answer_batch(
+    sandbox: &Sandbox,
+    scope: &str,
+    memo: &Mutex<PatternMemo>,
+    questions: Vec<PatternQuestion>,
+) -> Vec<PatternVerdict> {
+    let started = Instant::now();
+    // Verdicts found in this batch, for questions repeating an earlier one.
+    let mut fresh: HashMap<(String, Arc<str>, String), HashMap<String, bool>> = HashMap::new();
+    let mut out = Vec::with_capacity(questions.len());
+    for q in questions {
+        let key = (scope.to_owned(), q.input_schema.clone(), q.property.clone());
+        let known = |token: &str| -> Option<bool> {
+            if let Some(v) = fresh.get(&key).and_then(|m| m.get(token)) {
+                return Some(*v);
+            }
+            let memo = memo.lock().ok()?;
+            memo.get(&key).and_then(|m| m.get(token)).copied()
+        };
+        let verdicts: Vec<Option<bool>> = q.candidates.iter().map(|c| known(c)).collect();
+        let unknown: Vec<&String> = q
+            .candidates
+            .iter()
+            .zip(&verdicts)
+            .filter(|(_, v)| v.is_none())
+            .map(|(c, _)| c)
+            .collect();
+        let asked = if unknown.is_empty() {
+            Vec::new()
+        } else if started.elapsed() > PATTERN_BATCH_BUDGET {
+            out.push(Err(SandboxError::Deadline(PATTERN_BATCH_BUDGET)));
+            continue;
+        } else {
+            let schema = SchemaRef {
+                key: &q.schema_key,
+                text: &q.input_schema,
+            };
+            match sandbox.match_pattern(scope, schema, &q.property, &unknown) {
+                Ok(Ok(indexes)) => {
+                    let answered: Vec<(String, bool)> = unknown
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| ((*c).clone(), indexes.contains(&i)))
+                        .collect();
+                    if let Ok(mut memo) = memo.lock() {
+                        memo.put(key.clone(), answered.clone());
+                    }
+                    fresh
+                        .entry(key.clone())
+                        .or_default()
+                        .extend(answered.iter().cloned());
+                    answered
+                }
+                // Refusals and faults are not remembered: asked again next turn.
+                Ok(Err(violations)) => {
+                    out.push(Ok(Err(violations)));
+                    continue;
+                }
+                Err(err) => {
+                    out.push(Err(err));
+                    continue;
+                }
+            }
+        };
+        let matched = q
+            .candidates
+            .iter()
+            .zip(verdicts)
+            .enumerate()
+            .filter(|(_, (c, v))| v.unwrap_or_else(|| asked.iter().any(|(t, m)| *m && t == *c)))
+            .map(|(i, _)| i)
+            .collect();
+        out.push(Ok(Ok(matched)));
+    }
+    out
 }
 
 /// The sandbox scope of an account: opaque to the guest.

@@ -22,6 +22,7 @@ use serde_json::{Map, Value, json};
 use std::time::Instant;
 
 use super::arguments::{self, Property};
+use super::catalog::Catalog;
 use super::grounding::{
     answer_is_safe, is_empty_result, labelled_facts, reply_is_grounded, written_in,
 };
@@ -44,7 +45,6 @@ use crate::channel::inbound::InboundMessage;
 use crate::clock::{now_millis, to_rfc3339};
 use crate::crypto::master_key::Keyring;
 use crate::domain::account::AccountId;
-use crate::domain::capability::{CapabilityDefinition, LifecycleStatus};
 use crate::domain::diagnostics::DiagnosticMode;
 use crate::executor::{Call, CallFailure, CallResult, CapabilityAtRevision, Executor};
 use crate::sandbox::{InteractionKind, ShapedInteraction};
@@ -79,12 +79,15 @@ pub struct Engine {
     executor: Executor,
     planner: Planner,
     keyring: Keyring,
+    catalog: Catalog,
 }
 
 /// An active capability, as the executor calls it and the planner sees it.
 struct Loaded {
     at: CapabilityAtRevision,
     offer: CapabilityOffer,
+    /// The input schema as the guest's text (kept per revision).
+    input_schema_text: std::sync::Arc<str>,
 }
 
 /// What a clarification asks: to confirm a value from history (none: ask
@@ -183,6 +186,7 @@ impl Engine {
             executor,
             planner,
             keyring,
+            catalog: Catalog::default(),
         }
     }
 
@@ -308,12 +312,8 @@ impl Engine {
         let policy = self.store.get_policy(account).await?.map(|p| p.policy);
         let policy = effective_policy(policy.as_ref(), language);
         let mut capabilities = Vec::new();
-        for row in self.store.list_capabilities(account).await? {
-            if row.lifecycle_status != LifecycleStatus::Active {
-                continue;
-            }
-            let definition: CapabilityDefinition = serde_json::from_str(&row.definition)
-                .map_err(|e| StoreError::Corrupt(format!("capability {}: {e}", row.id)))?;
+        for cataloged in self.catalog.active(&self.store, account).await? {
+            let definition = cataloged.definition.clone();
             capabilities.push(Loaded {
                 offer: CapabilityOffer {
                     name: definition.name.clone(),
@@ -326,10 +326,11 @@ impl Engine {
                     patterns: PatternMatches::default(),
                 },
                 at: CapabilityAtRevision {
-                    id: row.id,
-                    revision: row.revision,
+                    id: cataloged.id.clone(),
+                    revision: cataloged.revision,
                     definition,
                 },
+                input_schema_text: cataloged.input_schema_text.clone(),
             });
         }
         let (history, references, pending) = if let Some(conversation) = existing {
@@ -366,10 +367,15 @@ impl Engine {
                 .filter(|h: &&HistoryEntry| h.role == Role::User)
                 .map(|h| h.text.as_str()),
         );
-        let judged = !has_exclusion_clause(&inbound.body);
-        for loaded in capabilities.iter_mut().filter(|_| judged) {
-            loaded.offer.patterns =
-                patterns::judge(&self.executor, account, &loaded.at, &texts).await;
+        if !has_exclusion_clause(&inbound.body) {
+            let asked: Vec<_> = capabilities
+                .iter()
+                .map(|l| (&l.at, l.input_schema_text.clone()))
+                .collect();
+            let judged = patterns::judge_all(&self.executor, account, &asked, &texts).await;
+            for (loaded, matches) in capabilities.iter_mut().zip(judged) {
+                loaded.offer.patterns = matches;
+            }
         }
         Ok(Context {
             account,

@@ -13,6 +13,7 @@
 //!   (2.2) as typed structs.
 
 pub mod arguments;
+pub mod catalog;
 pub mod engine;
 pub mod grounding;
 pub mod language;

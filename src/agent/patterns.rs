@@ -8,12 +8,18 @@
 //! match (`match-pattern`); the guest runs under the sandbox's deadline on
 //! the blocking pool. A guest fault or refusal counts as "none match": the
 //! agent then asks for the value instead of guessing, and the turn goes on.
+//!
+//! All of a turn's questions go in one batch ([`judge_all`]): one trip to
+//! the blocking pool, and the sandbox remembers verdicts per schema text and
+//! token, so 1,000 capabilities do not mean 1,000 guest calls per turn.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::arguments;
 use crate::domain::account::AccountId;
 use crate::executor::{CapabilityAtRevision, Executor};
+use crate::sandbox::PatternQuestion;
 
 /// Candidate tokens judged per property per turn, at most (the host's own
 /// bound is larger); the message's come first, then the most recent history.
@@ -45,43 +51,61 @@ impl PatternMatches {
     }
 }
 
-/// Asks the guest about every patterned property of `capability`, with the
-/// candidate tokens of `texts` (most relevant first).
-pub async fn judge(
+/// Asks the guest about every patterned property of each of `capabilities`
+/// (with its input schema as text), with the candidate tokens of `texts`
+/// (most relevant first), in one batch. One [`PatternMatches`] per capability.
+pub async fn judge_all(
     executor: &Executor,
     account: &AccountId,
-    capability: &CapabilityAtRevision,
+    capabilities: &[(&CapabilityAtRevision, Arc<str>)],
     texts: &[&str],
-) -> PatternMatches {
-    let mut out = PatternMatches::default();
-    for property in arguments::properties(&capability.definition.input_schema) {
-        if !property.is_patterned() {
-            continue;
+) -> Vec<PatternMatches> {
+    // (capability index, property) of each question, in order.
+    let mut asked: Vec<(usize, String)> = Vec::new();
+    let mut questions = Vec::new();
+    for (i, (capability, schema_text)) in capabilities.iter().enumerate() {
+        for property in arguments::properties(&capability.definition.input_schema) {
+            if !property.is_patterned() {
+                continue;
+            }
+            let candidates = gather(&property, texts);
+            if candidates.is_empty() {
+                continue;
+            }
+            asked.push((i, property.name.to_owned()));
+            questions.push(PatternQuestion {
+                schema_key: executor.input_schema_key(capability),
+                input_schema: schema_text.clone(),
+                property: property.name.to_owned(),
+                candidates,
+            });
         }
-        let candidates = gather(&property, texts);
-        if candidates.is_empty() {
-            continue;
-        }
-        let verdict = executor
-            .match_pattern(account, capability, property.name, candidates.clone())
-            .await;
+    }
+    let mut out = vec![PatternMatches::default(); capabilities.len()];
+    if questions.is_empty() {
+        return out;
+    }
+    let candidates: Vec<Vec<String>> = questions.iter().map(|q| q.candidates.clone()).collect();
+    let verdicts = executor.match_patterns(account, questions).await;
+    for (((i, property), candidates), verdict) in asked.into_iter().zip(candidates).zip(verdicts) {
+        let capability = capabilities[i].0;
         match verdict {
             Ok(Ok(indexes)) => {
                 let tokens = indexes
                     .into_iter()
                     .filter_map(|i| candidates.get(i).cloned())
                     .collect();
-                out.matched.insert(property.name.to_owned(), tokens);
+                out[i].matched.insert(property, tokens);
             }
             Ok(Err(violations)) => tracing::warn!(
                 capability = %capability.id,
-                property = %property.name,
+                property = %property,
                 rule = violations.first().map_or("", |v| v.rule.as_str()),
                 "pattern not judged: the guest refused the schema; no candidate taken"
             ),
             Err(err) => tracing::warn!(
                 capability = %capability.id,
-                property = %property.name,
+                property = %property,
                 code = err.code(),
                 error = %err,
                 "pattern not judged: sandbox fault; no candidate taken"

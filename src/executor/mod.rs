@@ -302,6 +302,23 @@ impl Executor {
     }
 }
 
+impl Executor {
+    /// [`Self::match_pattern`] for many questions at once (one trip to the
+    /// blocking pool; verdicts remembered by the sandbox).
+    pub async fn match_patterns(
+        &self,
+        account: &AccountId,
+        questions: Vec<crate::sandbox::PatternQuestion>,
+    ) -> Vec<crate::sandbox::PatternVerdict> {
+        self.sandbox.match_patterns(account, questions).await
+    }
+
+    /// The guest's cache key for a capability's input schema.
+    pub fn input_schema_key(&self, capability: &CapabilityAtRevision) -> String {
+        schema_key(capability, "input")
+    }
+}
+
 /// The guest's cache key for a schema: it changes with every revision.
 fn schema_key(capability: &CapabilityAtRevision, which: &str) -> String {
     format!("{}@{}/{which}", capability.id, capability.revision)

@@ -23,6 +23,7 @@ pub enum KeyRefusal {
 
 impl Store {
     pub async fn create_account(&self, name: &str) -> StoreResult<AccountId> {
+        let _gate = self.write_turn().await;
         let subject = format!("sub_{}", random_hex(16));
         let id: i64 = on_pool!(self, pool => {
             sqlx::query_scalar(
@@ -65,6 +66,7 @@ impl Store {
         key_hash: &str,
         environment: &str,
     ) -> StoreResult<()> {
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO api_keys (key_id, account_id, key_hash, environment, created_at) \
@@ -84,6 +86,7 @@ impl Store {
 
     /// Marks a key revoked (idempotent: the first revocation time is kept).
     pub async fn revoke_api_key(&self, key_id: &str) -> StoreResult<()> {
+        let _gate = self.write_turn().await;
         let result = on_pool!(self, pool => {
             sqlx::query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE key_id = $1")
                 .bind(key_id)

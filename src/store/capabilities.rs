@@ -28,6 +28,15 @@ pub struct CapabilityRow {
     pub updated_at: i64,
 }
 
+/// Which revision of a capability is current, and its state: what a turn
+/// checks before using the definitions it already parsed.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct CapabilityHead {
+    pub id: String,
+    pub lifecycle_status: LifecycleStatus,
+    pub revision: i64,
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RevisionRow {
     pub revision: i64,
@@ -66,6 +75,7 @@ impl Store {
     ) -> StoreResult<()> {
         let now = now_millis();
         let begin = self.write_transaction_statement();
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             for cap in capabilities {
@@ -131,6 +141,15 @@ impl Store {
         )
     }
 
+    /// [`Self::list_capabilities`] without the definitions, in the same order.
+    pub async fn capability_heads(&self, account: &AccountId) -> StoreResult<Vec<CapabilityHead>> {
+        let sql = "SELECT id, lifecycle_status, revision FROM capabilities WHERE account_id = $1 \
+                   ORDER BY created_at, name, id";
+        Ok(
+            on_pool!(self, pool => sqlx::query_as(sql).bind(account.number()).fetch_all(pool).await)?,
+        )
+    }
+
     pub async fn get_capability(
         &self,
         account: &AccountId,
@@ -174,6 +193,7 @@ impl Store {
     ) -> StoreResult<Guarded> {
         let now = now_millis();
         let begin = self.write_transaction_statement();
+        let _gate = self.write_turn().await;
         let update = format!(
             "UPDATE capabilities SET name = $4, domain = $5, definition = $6, revision = revision + 1, updated_at = $7 \
              WHERE account_id = $1 AND id = $2 AND revision = $3 RETURNING {COLUMNS}"
@@ -225,6 +245,7 @@ impl Store {
     ) -> StoreResult<Guarded> {
         let now = now_millis();
         let begin = self.write_transaction_statement();
+        let _gate = self.write_turn().await;
         let update = format!(
             "UPDATE capabilities SET lifecycle_status = $4, revision = revision + 1, updated_at = $5 \
              WHERE account_id = $1 AND id = $2 AND revision = $3 AND lifecycle_status <> $4 RETURNING {COLUMNS}"

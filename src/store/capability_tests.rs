@@ -31,6 +31,7 @@ impl Store {
         account: &AccountId,
         record: &TestRecord,
     ) -> StoreResult<()> {
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO capability_tests (id, account_id, capability_id, revision, status, reason, http_status, \

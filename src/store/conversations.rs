@@ -232,6 +232,7 @@ impl Store {
         account: &AccountId,
         event_id: &str,
     ) -> StoreResult<bool> {
+        let _gate = self.write_turn().await;
         let inserted = on_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO channel_events (account_id, event_id, received_at) VALUES ($1, $2, $3) \
@@ -253,6 +254,7 @@ impl Store {
         account: &AccountId,
         event_id: &str,
     ) -> StoreResult<()> {
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             sqlx::query("DELETE FROM channel_events WHERE account_id = $1 AND event_id = $2")
                 .bind(account.number())
@@ -266,6 +268,7 @@ impl Store {
 
     /// Deletes event identifiers and pending operations past their time.
     pub async fn purge_expired_channel_state(&self, events_before: i64) -> StoreResult<u64> {
+        let _gate = self.write_turn().await;
         let now = now_millis();
         Ok(on_pool!(self, pool => {
             let events = sqlx::query("DELETE FROM channel_events WHERE received_at < $1")
@@ -286,6 +289,7 @@ impl Store {
     pub async fn commit_turn(&self, account: &AccountId, turn: &TurnRecord<'_>) -> StoreResult<()> {
         let now = now_millis();
         let begin = self.write_transaction_statement();
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             match &turn.new_conversation {
@@ -435,6 +439,7 @@ impl Store {
     ) -> StoreResult<CloseOutcome> {
         let now = now_millis();
         let begin = self.write_transaction_statement();
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let closed = sqlx::query(

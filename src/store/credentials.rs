@@ -49,6 +49,7 @@ impl Store {
         header_name: Option<&str>,
         sealed: &Sealed,
     ) -> StoreResult<()> {
+        let _gate = self.write_turn().await;
         let now = now_millis();
         on_pool!(self, pool => {
             sqlx::query(
@@ -82,6 +83,7 @@ impl Store {
         account: &AccountId,
         credential_ref: &str,
     ) -> StoreResult<bool> {
+        let _gate = self.write_turn().await;
         let affected = on_pool!(self, pool => {
             sqlx::query(
                 "UPDATE capability_credentials SET status = $3, master_key_id = NULL, nonce = NULL, ciphertext = NULL, \
@@ -128,6 +130,7 @@ impl Store {
         let keys = "SELECT kid, public_key, master_key_id, nonce, ciphertext, activated_at, retired_at, published_until \
                     FROM signing_keys";
         let begin = self.write_transaction_statement();
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let mut counts = ResealCounts::default();

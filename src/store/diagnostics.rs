@@ -30,6 +30,7 @@ impl Store {
         account: &AccountId,
         mode: DiagnosticMode,
     ) -> StoreResult<bool> {
+        let _gate = self.write_turn().await;
         let writes: i64 = on_pool!(self, pool => {
             sqlx::query_scalar(
                 "INSERT INTO diagnostic_settings (account_id, mode, writes, updated_at) VALUES ($1, $2, 1, $3) \

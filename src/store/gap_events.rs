@@ -27,6 +27,7 @@ const COLUMNS: &str =
 
 impl Store {
     pub async fn record_gap_event(&self, account: &AccountId, event: &GapEvent) -> StoreResult<()> {
+        let _gate = self.write_turn().await;
         let sql = format!(
             "INSERT INTO gap_events (account_id, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
         );

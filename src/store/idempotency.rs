@@ -44,6 +44,7 @@ impl Store {
         key: &str,
         request_hash: &str,
     ) -> StoreResult<Claim> {
+        let _gate = self.write_turn().await;
         let now = now_millis();
         let inserted = on_pool!(self, pool => {
             // Expired records and claims abandoned by a crashed server give way.
@@ -98,6 +99,7 @@ impl Store {
 
     /// Gives the key back after a request that changed nothing.
     pub async fn release_idempotency_key(&self, account: &AccountId, key: &str) -> StoreResult<()> {
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             sqlx::query("DELETE FROM idempotency_records WHERE account_id = $1 AND idempotency_key = $2 AND state = $3")
                 .bind(account.number())
@@ -112,6 +114,7 @@ impl Store {
 
     /// Deletes every record past its retention; returns how many.
     pub async fn purge_expired_idempotency_records(&self) -> StoreResult<u64> {
+        let _gate = self.write_turn().await;
         Ok(on_pool!(self, pool => {
             sqlx::query("DELETE FROM idempotency_records WHERE expires_at < $1")
                 .bind(now_millis())

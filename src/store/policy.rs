@@ -39,6 +39,7 @@ impl Store {
         account: &AccountId,
         policy: &AgentPolicy,
     ) -> StoreResult<StoredPolicy> {
+        let _gate = self.write_turn().await;
         let json = serde_json::to_string(policy).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let now = now_millis();
         let revision: i64 = on_pool!(self, pool => {
@@ -63,6 +64,7 @@ impl Store {
 
     /// Returns whether a policy existed.
     pub async fn delete_policy(&self, account: &AccountId) -> StoreResult<bool> {
+        let _gate = self.write_turn().await;
         let deleted = on_pool!(self, pool => {
             sqlx::query("DELETE FROM agent_policies WHERE account_id = $1")
                 .bind(account.number())

@@ -48,6 +48,7 @@ impl Store {
         grace_millis: i64,
     ) -> StoreResult<()> {
         let begin = self.write_transaction_statement();
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             sqlx::query(

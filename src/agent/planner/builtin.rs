@@ -23,6 +23,7 @@
 //!   conversation's last capability, then to one of its family.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
@@ -68,7 +69,8 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
             let c = &request.capabilities[i];
             !c.preparation
                 || (intent
-                    && index.keys[i]
+                    && index.entries[i]
+                        .keys
                         .iter()
                         .any(|k| asked_operations.contains(k.as_str())))
         })
@@ -140,16 +142,16 @@ fn select<'c>(
         let mut score = 0.0;
         for (key, word) in &focus_words {
             let weight = index.weight(key);
-            if index.name_keys[i].contains(key) {
+            if index.entries[i].name_keys.contains(key) {
                 score += 2.0 * weight;
-            } else if index.keys[i].contains(key) {
+            } else if index.entries[i].keys.contains(key) {
                 score += weight;
-            } else if index.returned[i].contains(key) {
+            } else if index.entries[i].returned.contains(key) {
                 score += 0.5 * weight;
             }
             // The very word, not only its stem or concept: "my order" is
             // closer to `order_status` than to `customer_orders`.
-            if index.words[i].contains(word) {
+            if index.entries[i].words.contains(word) {
                 score += 0.25;
             }
         }
@@ -164,7 +166,11 @@ fn select<'c>(
         // A follow-up stays with the last call, then with its family.
         if request.previous_capability == Some(capability.name.as_str()) {
             score += 0.5;
-        } else if index.name_keys[i].iter().any(|k| family.contains(k)) {
+        } else if index.entries[i]
+            .name_keys
+            .iter()
+            .any(|k| family.contains(k))
+        {
             score += 0.25;
         }
         // Highest score; on a tie the earlier offered capability.
@@ -177,25 +183,60 @@ fn select<'c>(
 
 /// What each offered capability speaks of, and how rare each key is.
 struct Index {
-    /// Keys (concepts or stems) of each capability's name.
-    name_keys: Vec<HashSet<String>>,
-    /// Keys of its name, description, `when_to_use` and examples.
-    keys: Vec<HashSet<String>>,
-    /// Keys only its output schema's fields speak of.
-    returned: Vec<HashSet<String>>,
-    /// Its folded words as written.
-    words: Vec<HashSet<String>>,
+    entries: Vec<Arc<Entry>>,
     /// How many capabilities mention each key.
     mentions: HashMap<String, usize>,
+}
+
+/// What one capability speaks of. It depends only on the capability's
+/// words (name, description, `when_to_use`, examples, returned fields), so
+/// it is kept across turns, keyed by those words ([`entry`]): a turn with
+/// 1,000 capabilities no longer re-derives 1,000 of them.
+struct Entry {
+    /// Keys (concepts or stems) of the capability's name.
+    name_keys: HashSet<String>,
+    /// Keys of its name, description, `when_to_use` and examples.
+    keys: HashSet<String>,
+    /// Keys only its output schema's fields speak of.
+    returned: HashSet<String>,
+    /// Its folded words as written.
+    words: HashSet<String>,
+}
+
+/// Entries kept at most (all accounts); cleared whole when full.
+const MAX_ENTRIES: usize = 20_000;
+
+fn entry(name: &str, text: &str, fields: &str) -> Arc<Entry> {
+    static ENTRIES: OnceLock<Mutex<HashMap<String, Arc<Entry>>>> = OnceLock::new();
+    let memo = ENTRIES.get_or_init(Default::default);
+    let key = format!("{name}\u{1}{text}\u{1}{fields}");
+    if let Some(found) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return found;
+    }
+    let all = keys(text);
+    let returned: HashSet<String> = keys(fields)
+        .into_iter()
+        .filter(|k| !all.contains(k))
+        .collect();
+    let made = Arc::new(Entry {
+        name_keys: keys(name),
+        keys: all,
+        returned,
+        words: words(text).into_iter().collect(),
+    });
+    if let Ok(mut m) = memo.lock() {
+        if m.len() >= MAX_ENTRIES {
+            m.clear();
+        }
+        m.insert(key, made.clone());
+    }
+    made
 }
 
 impl Index {
     fn new(capabilities: &[CapabilityOffer]) -> Index {
         let mut index = Index {
-            name_keys: Vec::new(),
-            keys: Vec::new(),
-            returned: Vec::new(),
-            words: Vec::new(),
+            entries: Vec::with_capacity(capabilities.len()),
             mentions: HashMap::new(),
         };
         for capability in capabilities {
@@ -213,25 +254,23 @@ impl Index {
             if !capability.preparation {
                 collect_fields(&capability.output_schema, &mut fields);
             }
-            let all = keys(&text);
-            let returned: HashSet<String> = keys(&fields)
-                .into_iter()
-                .filter(|k| !all.contains(k))
-                .collect();
-            for key in all.iter().chain(&returned) {
-                *index.mentions.entry(key.clone()).or_default() += 1;
+            let entry = entry(&name, &text, &fields);
+            for key in entry.keys.iter().chain(&entry.returned) {
+                match index.mentions.get_mut(key) {
+                    Some(n) => *n += 1,
+                    None => {
+                        index.mentions.insert(key.clone(), 1);
+                    }
+                }
             }
-            index.name_keys.push(keys(&name));
-            index.keys.push(all);
-            index.returned.push(returned);
-            index.words.push(words(&text).into_iter().collect());
+            index.entries.push(entry);
         }
         index
     }
 
     /// Rarer is weightier: a key every capability mentions says little.
     fn weight(&self, key: &str) -> f64 {
-        let total = self.keys.len().max(1) as f64;
+        let total = self.entries.len().max(1) as f64;
         let mentions = self.mentions.get(key).copied().unwrap_or(0).max(1) as f64;
         (1.0 + total / mentions).ln()
     }

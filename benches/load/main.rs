@@ -1,0 +1,533 @@
+//! `make bench`'s load benchmark: what a user feels of Warden under
+//! concurrent load, next to what the same work costs without it.
+//!
+//! It starts, all on loopback:
+//! - a host endpoint answering fixed JSON (this binary again, `role endpoint`);
+//! - a bare relay: an axum handler making the same outbound reqwest call,
+//!   with no validation, signing or storage (`role relay`);
+//! - `warden serve` (the release build cargo made for this bench) on a fresh
+//!   SQLite file, then on a fresh PostgreSQL database, with an account and
+//!   key made by `warden admin`, a credential and the walkthrough's
+//!   `order_status` capability pointing at the endpoint;
+//!
+//! and loads each (`load.rs`: `wrk` closed loop at 1/8/32/128 connections,
+//! its own open loop at fixed arrival rates): `GET /health`, a contract test
+//! (`POST /v1/capabilities/{id}/test`), a message turn that calls
+//! `order_status` (a new conversation each time) with 1, 100 and 1,000
+//! capabilities registered, and a 5-turn conversation. CPU per request and
+//! peak RSS come from /proc of the process under load. It writes the table
+//! into `docs/benchmarks.md` (between markers; the prose around it is kept)
+//! and the plot to `docs/benchmarks-latency.svg`.
+//!
+//! Environment:
+//! - `WARDEN_BENCH_QUICK=1`: a few seconds per run, fewer levels; prints,
+//!   writes no docs (unless `WARDEN_BENCH_WRITE=1`);
+//! - `WARDEN_BENCH_BACKENDS=sqlite` (default `sqlite,postgres`);
+//! - `WARDEN_BENCH_ONLY=turn_1,relay`: only these scenarios;
+//! - `WARDEN_BENCH_POSTGRES_URL` (default the test suite's server);
+//! - `WARDEN_BENCH_PROFILE=turn_1`: `perf record` Warden during that
+//!   scenario's 8-connection run, and draw `docs/profile-<scenario>-<db>.svg`.
+
+mod conversation;
+mod load;
+mod procs;
+mod profile;
+mod report;
+mod roles;
+
+use load::{Measured, RequestSpec};
+use procs::Proc;
+use report::{Mode, Row};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The turn every message scenario sends: selects and calls `order_status`.
+pub const TURN_TEXT: &str = "¿Dónde está mi pedido A-1001?";
+
+pub struct Config {
+    pub quick: bool,
+    run: Duration,
+    warmup: Duration,
+    connections: Vec<usize>,
+    /// Levels for the 100- and 1,000-capability turns and the conversation.
+    few_connections: Vec<usize>,
+    rates: Vec<u32>,
+    backends: Vec<String>,
+    only: Option<Vec<String>>,
+    /// The scenario whose 8-connection run is profiled (`profile.rs`).
+    profile: Option<String>,
+}
+
+impl Config {
+    fn from_env() -> Config {
+        let quick = std::env::var("WARDEN_BENCH_QUICK").is_ok_and(|v| v == "1");
+        let list = |name: &str| {
+            std::env::var(name).ok().map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .collect::<Vec<_>>()
+            })
+        };
+        Config {
+            quick,
+            run: Duration::from_secs(if quick { 3 } else { 10 }),
+            warmup: Duration::from_secs(if quick { 1 } else { 3 }),
+            connections: if quick {
+                vec![1, 8]
+            } else {
+                vec![1, 8, 32, 128]
+            },
+            few_connections: vec![1, 8],
+            rates: if quick {
+                vec![500, 2000]
+            } else {
+                vec![250, 500, 1000, 2000, 4000]
+            },
+            backends: list("WARDEN_BENCH_BACKENDS")
+                .unwrap_or_else(|| vec!["sqlite".into(), "postgres".into()]),
+            only: list("WARDEN_BENCH_ONLY"),
+            profile: std::env::var("WARDEN_BENCH_PROFILE").ok(),
+        }
+    }
+
+    fn wants(&self, scenario: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|o| o == scenario))
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("role") {
+        return roles::run(&args[2..]);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(bench());
+}
+
+/// Something under load: a process and the request it is sent.
+struct Target<'a> {
+    scenario: &'static str,
+    backend: &'static str,
+    pid: u32,
+    spec: RequestSpec,
+    config: &'a Config,
+    work: &'a Path,
+}
+
+impl Target<'_> {
+    async fn measure(&self, mode: Mode) -> Row {
+        procs::reset_peak_rss(self.pid);
+        let cpu_before = procs::cpu(self.pid);
+        let m: Measured = match mode {
+            Mode::Closed(connections) => {
+                let (spec, run, work) = (self.spec.clone(), self.config.run, self.work.to_owned());
+                tokio::task::spawn_blocking(move || {
+                    load::closed_loop(&spec, connections, run, &work)
+                })
+                .await
+                .unwrap()
+            }
+            Mode::Open(rate) => load::open_loop(&self.spec, rate as f64, self.config.run).await,
+        };
+        let cpu = procs::cpu(self.pid) - cpu_before;
+        let row = Row {
+            scenario: self.scenario,
+            backend: self.backend,
+            mode,
+            m,
+            cpu_us_per_request: cpu.as_secs_f64() * 1e6 / m.ok.max(1) as f64,
+            peak_rss_mib: procs::peak_rss_mib(self.pid),
+        };
+        println!("{}", report::line(&row));
+        row
+    }
+
+    async fn warm_up(&self) {
+        let (spec, warmup, work) = (self.spec.clone(), self.config.warmup, self.work.to_owned());
+        tokio::task::spawn_blocking(move || load::closed_loop(&spec, 8, warmup, &work))
+            .await
+            .unwrap();
+    }
+
+    /// Closed loop at `levels`, then open loop up to saturation if `open`.
+    async fn sweep(&self, levels: &[usize], open: bool, rows: &mut Vec<Row>) {
+        if !self.config.wants(self.scenario) {
+            return;
+        }
+        self.warm_up().await;
+        for &c in levels {
+            let profile = (c == 8 && self.config.profile.as_deref() == Some(self.scenario))
+                .then(|| profile::Recording::start(self.pid, self.config.run, self.work));
+            rows.push(self.measure(Mode::Closed(c)).await);
+            if let Some(recording) = profile {
+                recording.finish(
+                    &PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+                    &format!("{}-{}", self.scenario, self.backend),
+                );
+            }
+        }
+        if open {
+            for &rate in &self.config.rates {
+                let row = self.measure(Mode::Open(rate)).await;
+                rows.push(row);
+                // Past saturation every higher rate only queues more.
+                if row.m.errors > 0 || row.m.throughput < 0.9 * rate as f64 {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn bench() {
+    let config = Config::from_env();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let warden_exe = PathBuf::from(env!("CARGO_BIN_EXE_warden"));
+    let work = tempfile::Builder::new()
+        .prefix("warden-load-")
+        .tempdir()
+        .unwrap();
+    let work = work.path();
+    let started_at = std::time::SystemTime::now();
+    let load_before = procs::load_average();
+    println!(
+        "load benchmark ({}), warden = {}, load average {load_before}",
+        if config.quick { "quick" } else { "full" },
+        warden_exe.display()
+    );
+
+    let (endpoint, endpoint_port) = Proc::role("endpoint", &["endpoint"]);
+    let endpoint_url = format!("http://127.0.0.1:{endpoint_port}/orders/status");
+    let (relay, relay_port) = Proc::role("relay", &["relay", &endpoint_url]);
+    let order = json!({"order": "A-1001"}).to_string();
+    let json_post = |url: String, body: &str| RequestSpec {
+        method: "POST",
+        url,
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        body: Some(body.to_owned()),
+        vary_order: true,
+    };
+
+    let mut rows = Vec::new();
+    let baseline = |scenario, pid, spec| Target {
+        scenario,
+        backend: "-",
+        pid,
+        spec,
+        config: &config,
+        work,
+    };
+    baseline(
+        "endpoint",
+        endpoint.pid(),
+        json_post(endpoint_url.clone(), &order),
+    )
+    .sweep(&config.connections, false, &mut rows)
+    .await;
+    baseline(
+        "relay",
+        relay.pid(),
+        json_post(format!("http://127.0.0.1:{relay_port}/relay"), &order),
+    )
+    .sweep(&config.connections, true, &mut rows)
+    .await;
+
+    let client = reqwest::Client::new();
+    for backend in config.backends.clone() {
+        let backend: &'static str = match backend.as_str() {
+            "sqlite" => "sqlite",
+            "postgres" => "postgres",
+            other => panic!("unknown backend {other}"),
+        };
+        let database = Database::create(backend, work).await;
+        let port = procs::free_port();
+        let base = format!("http://127.0.0.1:{port}");
+        let log = work.join(format!("warden-{backend}.log"));
+        let mut warden = Proc::warden(&warden_exe, port, &database.url, work, &log);
+        procs::wait_ready(
+            &client,
+            &format!("{base}/health"),
+            &mut warden,
+            Duration::from_secs(180),
+        )
+        .await;
+        procs::admin(&warden_exe, &database.url, &["account", "create", "bench"]);
+        let key = procs::admin(&warden_exe, &database.url, &["key", "issue", "bench"])["api_key"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let setup = Setup {
+            client: &client,
+            base: &base,
+            key: &key,
+            root: &root,
+            endpoint_url: &endpoint_url,
+        };
+        let capability = setup.prepare().await;
+        let authed = |method, path: &str, body: Option<String>| RequestSpec {
+            method,
+            url: format!("{base}{path}"),
+            headers: vec![
+                ("Content-Type".into(), "application/json".into()),
+                ("Authorization".into(), format!("Bearer {key}")),
+            ],
+            body,
+            vary_order: true,
+        };
+        let turn_body =
+            json!({"user_id": "bench-user", "message": {"type": "text", "body": TURN_TEXT}})
+                .to_string();
+        let target = |scenario, spec| Target {
+            scenario,
+            backend,
+            pid: warden.pid(),
+            spec,
+            config: &config,
+            work,
+        };
+        target(
+            "health",
+            RequestSpec {
+                method: "GET",
+                url: format!("{base}/health"),
+                headers: vec![],
+                body: None,
+                vary_order: false,
+            },
+        )
+        .sweep(&config.connections, false, &mut rows)
+        .await;
+        target(
+            "capability_test",
+            authed(
+                "POST",
+                &format!("/v1/capabilities/{capability}/test"),
+                Some(json!({"arguments": {"order": "A-1001"}}).to_string()),
+            ),
+        )
+        .sweep(&config.connections, true, &mut rows)
+        .await;
+        let turn = |scenario| {
+            target(
+                scenario,
+                authed(
+                    "POST",
+                    "/v1/channels/http/messages",
+                    Some(turn_body.clone()),
+                ),
+            )
+        };
+        turn("turn_1")
+            .sweep(&config.connections, true, &mut rows)
+            .await;
+        if config.wants("conversation_5") {
+            rows.extend(conversation::sweep(&config, &base, &key, warden.pid(), backend).await);
+        }
+        if config.wants("turn_100") || config.wants("turn_1000") {
+            setup.register_more(1, 100).await;
+            turn("turn_100")
+                .sweep(&config.few_connections, false, &mut rows)
+                .await;
+            setup.register_more(100, 1000).await;
+            turn("turn_1000")
+                .sweep(&config.few_connections, false, &mut rows)
+                .await;
+        }
+        drop(warden);
+        database.drop().await;
+    }
+    drop((endpoint, relay));
+
+    let load_after = procs::load_average();
+    let text = report::markdown(&rows, &config, &load_before, &load_after, started_at);
+    println!("\n{text}");
+    let write = (!config.quick && config.only.is_none())
+        || std::env::var("WARDEN_BENCH_WRITE").is_ok_and(|v| v == "1");
+    if write {
+        report::write_docs(&root, &text, &rows);
+        println!("wrote docs/benchmarks.md and docs/benchmarks-latency.svg");
+    }
+}
+
+/// The account's credential and capabilities, through the API.
+struct Setup<'a> {
+    client: &'a reqwest::Client,
+    base: &'a str,
+    key: &'a str,
+    root: &'a Path,
+    endpoint_url: &'a str,
+}
+
+impl Setup<'_> {
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        extra: Option<(&str, String)>,
+        body: &Value,
+    ) -> (u16, Value) {
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(self.key)
+            .json(body);
+        if let Some((name, value)) = extra {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// The credential and `order_status`; checks a turn calls it. Its id.
+    async fn prepare(&self) -> String {
+        let (status, body) = self
+            .call(
+                reqwest::Method::PUT,
+                "/v1/capability-credentials/cred_orders",
+                None,
+                &json!({"auth_type": "bearer", "secret": "bench-secret"}),
+            )
+            .await;
+        assert_eq!(status, 201, "credential: {body}");
+        let manifest: Value = serde_json::from_str(
+            &std::fs::read_to_string(self.root.join("examples/manifests/walkthrough.json"))
+                .unwrap(),
+        )
+        .unwrap();
+        let mut definition = manifest["capabilities"][0].clone();
+        assert_eq!(definition["name"], "order_status");
+        definition["url"] = json!(self.endpoint_url);
+        let id = self.create(&definition).await;
+        let (status, reply) = self
+            .call(
+                reqwest::Method::POST,
+                "/v1/channels/http/messages",
+                None,
+                &json!({"user_id": "bench-user", "message": {"type": "text", "body": TURN_TEXT}}),
+            )
+            .await;
+        assert_eq!(status, 200, "turn: {reply}");
+        let called = reply["capability_trace"]["events"]
+            .as_array()
+            .is_some_and(|events| {
+                events.iter().any(|e| {
+                    e["stage"] == "execution"
+                        && e["capability"] == "order_status"
+                        && e["reason_code"] == "ok"
+                })
+            });
+        assert!(called, "the bench turn did not call order_status: {reply}");
+        id
+    }
+
+    async fn create(&self, definition: &Value) -> String {
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                "/v1/capabilities",
+                Some(("Idempotency-Key", uuid::Uuid::new_v4().to_string())),
+                &json!({"domain": "pedidos", "capability": definition}),
+            )
+            .await;
+        assert_eq!(status, 201, "create capability: {body}");
+        body["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Capabilities `from..to` (besides `order_status`, which is number 0):
+    /// unrelated catalogue look-ups, each with a patterned property.
+    async fn register_more(&self, from: usize, to: usize) {
+        for i in from..to {
+            let definition = json!({
+                "name": format!("catalog_sheet_{i}"),
+                "description": format!("Ficha técnica del artículo de catálogo {i}"),
+                "when_to_use": "Cuando el usuario pide la ficha técnica de un artículo del catálogo",
+                "method": "POST",
+                "url": self.endpoint_url,
+                "auth": {"type": "bearer", "credential_ref": "cred_orders"},
+                "input_schema": {"type": "object", "additionalProperties": false, "required": ["sku"],
+                    "properties": {"sku": {"type": "string", "maxLength": 20, "pattern": "^SKU-[0-9]{4}$",
+                        "description": "la referencia del artículo"}}},
+                "output_schema": {"type": "object", "additionalProperties": false,
+                    "properties": {"status": {"type": "string", "maxLength": 40}}},
+                "business_rules": [],
+                "examples": [],
+                "side_effect": "read",
+                "requires_approval": false,
+                "timeout_ms": 5000,
+                "retry_count": 0
+            });
+            self.create(&definition).await;
+        }
+        // The turn must still pick order_status among them.
+        let (status, reply) = self
+            .call(
+                reqwest::Method::POST,
+                "/v1/channels/http/messages",
+                None,
+                &json!({"user_id": "bench-user", "message": {"type": "text", "body": TURN_TEXT}}),
+            )
+            .await;
+        assert_eq!(status, 200, "turn: {reply}");
+        assert!(
+            reply.to_string().contains("\"result_received\""),
+            "with {to} capabilities the turn no longer calls order_status: {reply}"
+        );
+    }
+}
+
+/// A fresh database for one backend's run.
+struct Database {
+    url: String,
+    /// PostgreSQL: the server's admin URL and the database's name, to drop it.
+    postgres: Option<(String, String)>,
+}
+
+impl Database {
+    async fn create(backend: &str, work: &Path) -> Database {
+        if backend == "sqlite" {
+            return Database {
+                url: format!("sqlite://{}", work.join("bench.db").display()),
+                postgres: None,
+            };
+        }
+        use sqlx::{Connection, Executor};
+        let admin = std::env::var("WARDEN_BENCH_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let name = format!("warden_bench_{}", std::process::id());
+        let mut conn = sqlx::PgConnection::connect(&admin)
+            .await
+            .expect("PostgreSQL (scripts/ensure-postgres.sh starts it)");
+        conn.execute(format!("DROP DATABASE IF EXISTS \"{name}\"").as_str())
+            .await
+            .unwrap();
+        conn.execute(format!("CREATE DATABASE \"{name}\"").as_str())
+            .await
+            .unwrap();
+        let url = match admin.rfind('/') {
+            Some(i) => format!("{}/{name}", &admin[..i]),
+            None => panic!("WARDEN_BENCH_POSTGRES_URL has no database part"),
+        };
+        Database {
+            url,
+            postgres: Some((admin, name)),
+        }
+    }
+
+    async fn drop(self) {
+        if let Some((admin, name)) = self.postgres {
+            use sqlx::{Connection, Executor};
+            let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
+            let _ = conn
+                .execute(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)").as_str())
+                .await;
+        }
+    }
+}
