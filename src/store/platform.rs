@@ -109,6 +109,7 @@ impl Store {
         phone_number_id: &str,
         token: Option<&Sealed>,
     ) -> StoreResult<bool> {
+        let _gate = self.write_turn().await;
         let affected = on_pool!(self, pool => {
             sqlx::query(
                 "INSERT INTO platform_numbers (phone_number_id, account_id, master_key_id, nonce, ciphertext, created_at) \
@@ -137,6 +138,7 @@ impl Store {
     where
         F: FnMut(&PlatformNumberRow) -> Result<Option<Sealed>, String>,
     {
+        let _gate = self.write_turn().await;
         let sql =
             format!("SELECT {NUMBER_COLUMNS} FROM platform_numbers WHERE ciphertext IS NOT NULL");
         let begin = self.write_transaction_statement();
@@ -167,6 +169,7 @@ impl Store {
 
     /// Returns false when the number was not registered.
     pub async fn unregister_platform_number(&self, phone_number_id: &str) -> StoreResult<bool> {
+        let _gate = self.write_turn().await;
         let affected = on_pool!(self, pool => {
             sqlx::query("DELETE FROM platform_numbers WHERE phone_number_id = $1")
                 .bind(phone_number_id)
@@ -202,6 +205,7 @@ impl Store {
 
     /// Queues a message once: false when its platform id was seen before.
     pub async fn enqueue_platform_message(&self, message: &NewInbound<'_>) -> StoreResult<bool> {
+        let _gate = self.write_turn().await;
         let now = now_millis();
         let affected = on_pool!(self, pool => {
             sqlx::query(
@@ -233,6 +237,7 @@ impl Store {
         owner: &str,
         lease_millis: i64,
     ) -> StoreResult<Option<ClaimedInbound>> {
+        let _gate = self.write_turn().await;
         let lock = match self {
             Store::Postgres(_) => "FOR UPDATE SKIP LOCKED",
             Store::Sqlite(_) => "",
@@ -269,6 +274,7 @@ impl Store {
         reply: &str,
         conversation_id: &str,
     ) -> StoreResult<bool> {
+        let _gate = self.write_turn().await;
         let begin = self.write_transaction_statement();
         let now = now_millis();
         on_pool!(self, pool => {
@@ -329,6 +335,7 @@ impl Store {
         state: InboundState,
         error: Option<&str>,
     ) -> StoreResult<bool> {
+        let _gate = self.write_turn().await;
         let affected = on_pool!(self, pool => {
             sqlx::query(
                 "UPDATE platform_inbound SET state = $3, recipient = NULL, body = NULL, reply = NULL, \
@@ -355,6 +362,7 @@ impl Store {
         next_attempt_at: i64,
         error: &str,
     ) -> StoreResult<()> {
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             sqlx::query(
                 "UPDATE platform_inbound SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $3, \
@@ -396,6 +404,7 @@ impl Store {
         phone_number_id: &str,
         user_pseudonym: &str,
     ) -> StoreResult<()> {
+        let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             sqlx::query("DELETE FROM platform_conversations WHERE phone_number_id = $1 AND user_pseudonym = $2")
                 .bind(phone_number_id)
@@ -440,6 +449,7 @@ impl Store {
     /// Deletes finished messages received before `before` (they stop
     /// deduplicating then); returns how many.
     pub async fn purge_platform_messages(&self, before: i64) -> StoreResult<u64> {
+        let _gate = self.write_turn().await;
         Ok(on_pool!(self, pool => {
             sqlx::query("DELETE FROM platform_inbound WHERE received_at < $1 AND state IN ($2, $3)")
                 .bind(before)
