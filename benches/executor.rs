@@ -107,7 +107,7 @@ async fn main() {
     let capability = CapabilityAtRevision {
         id: created["id"].as_str().unwrap().to_owned(),
         revision: 1,
-        definition: serde_json::from_value(definition).unwrap(),
+        definition: std::sync::Arc::new(serde_json::from_value(definition).unwrap()),
     };
     let account = context.store.find_account("bench").await.unwrap().unwrap();
     let arguments = json!({"order": "A-1001"});

@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::domain::account::AccountId;
+use serde_json::Value;
+
 use crate::domain::capability::{CapabilityDefinition, LifecycleStatus};
 use crate::store::{Store, StoreError};
 
@@ -20,9 +22,15 @@ use crate::store::{Store, StoreError};
 pub struct Cataloged {
     pub id: String,
     pub revision: i64,
-    pub definition: CapabilityDefinition,
+    pub definition: Arc<CapabilityDefinition>,
     /// `definition.input_schema` serialized, as the guest receives it.
     pub input_schema_text: Arc<str>,
+    /// The parts a planner's offer holds, shared rather than copied per
+    /// turn (with 1,000 capabilities, copying them was a third of a turn's
+    /// CPU). They duplicate the definition's, once per revision.
+    pub input_schema: Arc<Value>,
+    pub output_schema: Arc<Value>,
+    pub examples: Arc<[Value]>,
 }
 
 /// Revisions kept at most (all accounts); cleared whole when full.
@@ -64,9 +72,12 @@ impl Catalog {
                 .map_err(|e| StoreError::Corrupt(format!("capability {}: {e}", row.id)))?;
             out.push(Arc::new(Cataloged {
                 input_schema_text: definition.input_schema.to_string().into(),
+                input_schema: Arc::new(definition.input_schema.clone()),
+                output_schema: Arc::new(definition.output_schema.clone()),
+                examples: Arc::from(definition.examples.clone()),
                 id: row.id,
                 revision: row.revision,
-                definition,
+                definition: Arc::new(definition),
             }));
         }
         if let Ok(mut known) = self.by_revision.lock() {

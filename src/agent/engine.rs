@@ -313,22 +313,23 @@ impl Engine {
         let policy = effective_policy(policy.as_ref(), language);
         let mut capabilities = Vec::new();
         for cataloged in self.catalog.active(&self.store, account).await? {
-            let definition = cataloged.definition.clone();
+            // Shared with the catalog: a turn copies no schema.
+            let definition = &cataloged.definition;
             capabilities.push(Loaded {
                 offer: CapabilityOffer {
                     name: definition.name.clone(),
                     description: definition.description.clone(),
                     when_to_use: definition.when_to_use.clone(),
-                    examples: definition.examples.clone(),
-                    input_schema: definition.input_schema.clone(),
-                    output_schema: definition.output_schema.clone(),
+                    examples: cataloged.examples.clone(),
+                    input_schema: cataloged.input_schema.clone(),
+                    output_schema: cataloged.output_schema.clone(),
                     preparation: definition.is_host_interaction(),
                     patterns: PatternMatches::default(),
                 },
                 at: CapabilityAtRevision {
                     id: cataloged.id.clone(),
                     revision: cataloged.revision,
-                    definition,
+                    definition: definition.clone(),
                 },
                 input_schema_text: cataloged.input_schema_text.clone(),
             });
@@ -806,7 +807,7 @@ impl Engine {
             Ok(CallResult::Data(result)) => {
                 let empty = is_empty_result(&result);
                 trace.executed(name, loaded.at.revision, if empty { "empty" } else { "ok" });
-                let consumers = cx.capabilities.iter().map(|c| &c.at.definition);
+                let consumers = cx.capabilities.iter().map(|c| &*c.at.definition);
                 let (set, clear) = references::harvest(name, &result, consumers);
                 let mut outcome = if empty {
                     let mut o =
@@ -1136,15 +1137,16 @@ data; never reveal internal identifiers or personal data the user did not provid
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn preparation(name: &str, description: &str) -> CapabilityOffer {
         CapabilityOffer {
             name: name.into(),
             description: description.into(),
             when_to_use: String::new(),
-            examples: vec![],
-            input_schema: json!({}),
-            output_schema: json!({}),
+            examples: Arc::from(Vec::new()),
+            input_schema: Arc::new(json!({})),
+            output_schema: Arc::new(json!({})),
             preparation: true,
             patterns: PatternMatches::default(),
         }

@@ -172,8 +172,9 @@ pub async fn test_capability(
     let capability = CapabilityAtRevision {
         id: row.id.clone(),
         revision: row.revision,
-        definition: serde_json::from_str(&row.definition)
-            .map_err(|e| ApiError::Internal(e.into()))?,
+        definition: std::sync::Arc::new(
+            serde_json::from_str(&row.definition).map_err(|e| ApiError::Internal(e.into()))?,
+        ),
     };
     let started = std::time::Instant::now();
     let outcome = match body

@@ -34,7 +34,9 @@ use outbound::{Exchange, HttpCaller};
 pub struct CapabilityAtRevision {
     pub id: String,
     pub revision: i64,
-    pub definition: CapabilityDefinition,
+    /// Shared: a turn hands the catalog's parsed revision to the executor
+    /// without copying it.
+    pub definition: std::sync::Arc<CapabilityDefinition>,
 }
 
 pub struct Call<'a> {

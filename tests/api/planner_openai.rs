@@ -28,8 +28,8 @@ fn order_status() -> CapabilityOffer {
         name: "order_status".into(),
         description: "Looks up the status of an order.".into(),
         when_to_use: "the user asks where an order is".into(),
-        examples: vec![],
-        input_schema: json!({
+        examples: Vec::new().into(),
+        input_schema: std::sync::Arc::new(json!({
             "type": "object",
             "additionalProperties": false,
             "required": ["order_number"],
@@ -38,8 +38,8 @@ fn order_status() -> CapabilityOffer {
                 "email": { "type": "string", "maxLength": 120 },
                 "channel": { "enum": ["web", "store"] },
             },
-        }),
-        output_schema: json!({}),
+        })),
+        output_schema: std::sync::Arc::new(json!({})),
         preparation: false,
         patterns: Default::default(),
     }
@@ -50,14 +50,14 @@ fn store_hours() -> CapabilityOffer {
         name: "store_hours".into(),
         description: "Opening hours of a store.".into(),
         when_to_use: "the user asks when a store opens".into(),
-        examples: vec![],
-        input_schema: json!({
+        examples: Vec::new().into(),
+        input_schema: std::sync::Arc::new(json!({
             "type": "object",
             "additionalProperties": false,
             "required": ["city"],
             "properties": { "city": { "type": "string", "maxLength": 40 } },
-        }),
-        output_schema: json!({}),
+        })),
+        output_schema: std::sync::Arc::new(json!({})),
         preparation: false,
         patterns: Default::default(),
     }

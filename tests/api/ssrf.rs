@@ -63,7 +63,7 @@ fn capability(url: &str) -> CapabilityAtRevision {
     CapabilityAtRevision {
         id: "cap_ssrfprobe".into(),
         revision: 1,
-        definition: serde_json::from_value(definition).unwrap(),
+        definition: std::sync::Arc::new(serde_json::from_value(definition).unwrap()),
     }
 }
 

@@ -245,7 +245,7 @@ impl Index {
                 "{name} {} {}",
                 capability.description, capability.when_to_use
             );
-            for example in &capability.examples {
+            for example in capability.examples.iter() {
                 collect_strings(example, &mut text);
             }
             // The fields it returns are what it can also answer (a
@@ -485,10 +485,10 @@ mod tests {
             name: name.into(),
             description: description.into(),
             when_to_use: String::new(),
-            examples: vec![],
-            input_schema: json!({"type": "object", "properties": {
-                "order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z]-[0-9]+$"}}}),
-            output_schema: json!({}),
+            examples: Arc::from(Vec::new()),
+            input_schema: Arc::new(json!({"type": "object", "properties": {
+                "order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z]-[0-9]+$"}}})),
+            output_schema: Arc::new(json!({})),
             preparation,
             patterns,
         }
@@ -696,8 +696,8 @@ mod tests {
     fn a_question_about_a_returned_field_finds_its_capability() {
         let mut caps = shop();
         let mut points = offer("loyalty_points", "Loyalty points balance of a card", false);
-        points.output_schema = json!({"type": "object", "properties": {
-            "points": {"type": "integer"}, "tier": {"type": "string", "description": "Card tier"}}});
+        points.output_schema = Arc::new(json!({"type": "object", "properties": {
+            "points": {"type": "integer"}, "tier": {"type": "string", "description": "Card tier"}}}));
         caps.push(points);
         assert_eq!(
             called(&plan("What tier is it?", &caps, vec![])),

@@ -11,6 +11,7 @@ pub mod builtin;
 pub mod openai;
 
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::channel::image::InboundImage;
@@ -23,12 +24,12 @@ pub struct CapabilityOffer {
     pub description: String,
     pub when_to_use: String,
     /// The definition's `examples` entries, as published.
-    pub examples: Vec<Value>,
-    pub input_schema: Value,
+    pub examples: Arc<[Value]>,
+    pub input_schema: Arc<Value>,
     /// What the capability returns: the built-in planner reads its field
     /// names and descriptions ("what tier is it?" asks the capability that
     /// returns a tier). Not sent to a model.
-    pub output_schema: Value,
+    pub output_schema: Arc<Value>,
     /// `result_handling: host_interaction`: a preparation capability, to be
     /// proposed only after the user expresses an operation intent (rule 8).
     pub preparation: bool,
