@@ -69,7 +69,7 @@ pub fn closed_loop(
     let script = work.join("wrk.lua");
     std::fs::write(&script, lua_script(spec)).unwrap();
     let threads = connections.min(2);
-    let out = Command::new("wrk")
+    let out = super::procs::dies_with_parent(&mut Command::new("wrk"))
         .args([
             &format!("-t{threads}"),
             &format!("-c{connections}"),

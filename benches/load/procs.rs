@@ -3,9 +3,27 @@
 //! before each run through `clear_refs`).
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// `cmd`'s process is killed by the kernel when the benchmark dies, even by
+/// SIGKILL or Ctrl-C, where no `Drop` runs: a stopped `make bench` used to
+/// leave `warden serve`, the endpoint, the relay and `wrk` loading the
+/// machine. (The signal follows the spawning thread; every child here is
+/// spawned from the main thread, which lives as long as the benchmark.)
+pub fn dies_with_parent(cmd: &mut Command) -> &mut Command {
+    // SAFETY: `prctl` is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
 
 /// A child process killed when dropped, so a failed run leaves nothing behind.
 pub struct Proc {
@@ -22,7 +40,7 @@ impl Proc {
     /// child prints the port it bound as its first line.
     pub fn role(name: &str, args: &[&str]) -> (Proc, u16) {
         let exe = std::env::current_exe().expect("current exe");
-        let mut child = Command::new(exe)
+        let mut child = dies_with_parent(&mut Command::new(exe))
             .arg("role")
             .args(args)
             .stdout(Stdio::piped())
@@ -47,7 +65,7 @@ impl Proc {
     pub fn warden(exe: &Path, port: u16, database_url: &str, work: &Path, log: &Path) -> Proc {
         let cache = work.join("guest-cache");
         std::fs::create_dir_all(&cache).unwrap();
-        let child = Command::new(exe)
+        let child = dies_with_parent(&mut Command::new(exe))
             .arg("serve")
             .envs(warden_env(database_url))
             .env("WARDEN_LISTEN", format!("127.0.0.1:{port}"))

@@ -12,37 +12,67 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::agent::planner::CapabilityOffer;
 use crate::domain::account::AccountId;
-use serde_json::Value;
-
 use crate::domain::capability::{CapabilityDefinition, LifecycleStatus};
+use crate::executor::CapabilityAtRevision;
+use crate::store::capabilities::CapabilityHead;
 use crate::store::{Store, StoreError};
 
-/// One active capability at its current revision.
+/// One active capability at its current revision, as the executor calls it
+/// and a planner sees it, built once per revision: a turn shares it and
+/// copies nothing of it.
 pub struct Cataloged {
-    pub id: String,
-    pub revision: i64,
-    pub definition: Arc<CapabilityDefinition>,
+    pub at: CapabilityAtRevision,
+    pub offer: CapabilityOffer,
     /// `definition.input_schema` serialized, as the guest receives it.
     pub input_schema_text: Arc<str>,
-    /// The parts a planner's offer holds, shared rather than copied per
-    /// turn (with 1,000 capabilities, copying them was a third of a turn's
-    /// CPU). They duplicate the definition's, once per revision.
-    pub input_schema: Arc<Value>,
-    pub output_schema: Arc<Value>,
-    pub examples: Arc<[Value]>,
+}
+
+impl Cataloged {
+    fn new(id: String, revision: i64, definition: CapabilityDefinition) -> Cataloged {
+        let offer = CapabilityOffer {
+            name: definition.name.clone(),
+            description: definition.description.clone(),
+            when_to_use: definition.when_to_use.clone(),
+            examples: Arc::from(definition.examples.clone()),
+            input_schema: Arc::new(definition.input_schema.clone()),
+            output_schema: Arc::new(definition.output_schema.clone()),
+            preparation: definition.is_host_interaction(),
+            fingerprint: Default::default(),
+        };
+        Cataloged {
+            input_schema_text: definition.input_schema.to_string().into(),
+            offer,
+            at: CapabilityAtRevision {
+                id,
+                revision,
+                definition: Arc::new(definition),
+            },
+        }
+    }
 }
 
 /// Revisions kept at most (all accounts); cleared whole when full.
 const MAX_REVISIONS: usize = 20_000;
+/// Accounts whose last active set is kept; cleared whole when full.
+const MAX_ACCOUNTS: usize = 10_000;
 
 /// Parsed revisions by (capability id, revision).
 type ByRevision = HashMap<(String, i64), Arc<Cataloged>>;
+
+/// An account's active set as last read: its heads (every capability's id,
+/// state and revision, in list order) and the active ones.
+struct ActiveSet {
+    heads: Vec<CapabilityHead>,
+    active: Arc<[Arc<Cataloged>]>,
+}
 
 /// Shared by the engine's clones.
 #[derive(Clone, Default)]
 pub struct Catalog {
     by_revision: Arc<Mutex<ByRevision>>,
+    by_account: Arc<Mutex<HashMap<AccountId, ActiveSet>>>,
 }
 
 impl Catalog {
@@ -51,8 +81,38 @@ impl Catalog {
         &self,
         store: &Store,
         account: &AccountId,
-    ) -> Result<Vec<Arc<Cataloged>>, StoreError> {
+    ) -> Result<Arc<[Arc<Cataloged>]>, StoreError> {
         let heads = store.capability_heads(account).await?;
+        // Unchanged since the account's last turn: nothing to look up.
+        if let Ok(sets) = self.by_account.lock()
+            && let Some(set) = sets.get(account)
+            && set.heads == heads
+        {
+            return Ok(set.active.clone());
+        }
+        let active = self.read(store, account, &heads).await?;
+        if let Ok(mut sets) = self.by_account.lock() {
+            if sets.len() >= MAX_ACCOUNTS && !sets.contains_key(account) {
+                sets.clear();
+            }
+            sets.insert(
+                *account,
+                ActiveSet {
+                    heads,
+                    active: active.clone(),
+                },
+            );
+        }
+        Ok(active)
+    }
+
+    /// The active revisions of `heads`, parsed ones reused, the rest read.
+    async fn read(
+        &self,
+        store: &Store,
+        account: &AccountId,
+        heads: &[CapabilityHead],
+    ) -> Result<Arc<[Arc<Cataloged>]>, StoreError> {
         if let Ok(known) = self.by_revision.lock() {
             let found: Option<Vec<Arc<Cataloged>>> = heads
                 .iter()
@@ -60,7 +120,7 @@ impl Catalog {
                 .map(|h| known.get(&(h.id.clone(), h.revision)).cloned())
                 .collect();
             if let Some(found) = found {
-                return Ok(found);
+                return Ok(found.into());
             }
         }
         let mut out = Vec::new();
@@ -70,24 +130,16 @@ impl Catalog {
             }
             let definition: CapabilityDefinition = serde_json::from_str(&row.definition)
                 .map_err(|e| StoreError::Corrupt(format!("capability {}: {e}", row.id)))?;
-            out.push(Arc::new(Cataloged {
-                input_schema_text: definition.input_schema.to_string().into(),
-                input_schema: Arc::new(definition.input_schema.clone()),
-                output_schema: Arc::new(definition.output_schema.clone()),
-                examples: Arc::from(definition.examples.clone()),
-                id: row.id,
-                revision: row.revision,
-                definition: Arc::new(definition),
-            }));
+            out.push(Arc::new(Cataloged::new(row.id, row.revision, definition)));
         }
         if let Ok(mut known) = self.by_revision.lock() {
             if known.len() + out.len() > MAX_REVISIONS {
                 known.clear();
             }
             for c in &out {
-                known.insert((c.id.clone(), c.revision), c.clone());
+                known.insert((c.at.id.clone(), c.at.revision), c.clone());
             }
         }
-        Ok(out)
+        Ok(out.into())
     }
 }

@@ -19,10 +19,11 @@
 //! | 13 exclusion clause | first check in `decide`, no executor I/O |
 
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::arguments::{self, Property};
-use super::catalog::Catalog;
+use super::catalog::{Catalog, Cataloged};
 use super::grounding::{
     answer_is_safe, is_empty_result, labelled_facts, reply_is_grounded, written_in,
 };
@@ -34,8 +35,8 @@ use super::lexicon;
 use super::patterns::{self, PatternMatches};
 use super::pending::{self, PendingOperation};
 use super::planner::{
-    CapabilityOffer, EffectivePolicy, HistoryEntry, Plan, PlanRequest, Planner, PlannerError,
-    ReplyRequest, Role,
+    CapabilityOffer, EffectivePolicy, HistoryEntry, Offered, Plan, PlanRequest, Planner,
+    PlannerError, ReplyRequest, Role,
 };
 use super::references;
 use super::response::{AssistantMessage, BenchmarkObservation, MessageResponse};
@@ -46,7 +47,7 @@ use crate::clock::{now_millis, to_rfc3339};
 use crate::crypto::master_key::Keyring;
 use crate::domain::account::AccountId;
 use crate::domain::diagnostics::DiagnosticMode;
-use crate::executor::{Call, CallFailure, CallResult, CapabilityAtRevision, Executor};
+use crate::executor::{Call, CallFailure, CallResult, Executor};
 use crate::sandbox::{InteractionKind, ShapedInteraction};
 use crate::store::conversations::{
     ConversationRow, MessageRole, NewConversation, NewInteraction, NewMessage, PendingChange,
@@ -82,12 +83,34 @@ pub struct Engine {
     catalog: Catalog,
 }
 
-/// An active capability, as the executor calls it and the planner sees it.
+/// An active capability (shared with the catalog: `at`, `offer` and
+/// `input_schema_text` through `Deref`) and this turn's pattern verdicts
+/// for it, asked of the guest only when something reads them
+/// ([`Engine::judge`]).
+#[derive(Clone)]
 struct Loaded {
-    at: CapabilityAtRevision,
-    offer: CapabilityOffer,
-    /// The input schema as the guest's text (kept per revision).
-    input_schema_text: std::sync::Arc<str>,
+    cataloged: Arc<Cataloged>,
+    patterns: PatternMatches,
+    judged: bool,
+}
+
+impl std::ops::Deref for Loaded {
+    type Target = Cataloged;
+
+    fn deref(&self) -> &Cataloged {
+        &self.cataloged
+    }
+}
+
+/// The planner's view of the turn's capabilities, with their verdicts.
+fn offered(capabilities: &[Loaded]) -> Vec<Offered<'_>> {
+    capabilities
+        .iter()
+        .map(|c| Offered {
+            offer: &c.offer,
+            patterns: &c.patterns,
+        })
+        .collect()
 }
 
 /// What a clarification asks: to confirm a value from history (none: ask
@@ -311,29 +334,17 @@ impl Engine {
             .unwrap_or_else(|| Language::of(&inbound.body));
         let policy = self.store.get_policy(account).await?.map(|p| p.policy);
         let policy = effective_policy(policy.as_ref(), language);
-        let mut capabilities = Vec::new();
-        for cataloged in self.catalog.active(&self.store, account).await? {
-            // Shared with the catalog: a turn copies no schema.
-            let definition = &cataloged.definition;
-            capabilities.push(Loaded {
-                offer: CapabilityOffer {
-                    name: definition.name.clone(),
-                    description: definition.description.clone(),
-                    when_to_use: definition.when_to_use.clone(),
-                    examples: cataloged.examples.clone(),
-                    input_schema: cataloged.input_schema.clone(),
-                    output_schema: cataloged.output_schema.clone(),
-                    preparation: definition.is_host_interaction(),
-                    patterns: PatternMatches::default(),
-                },
-                at: CapabilityAtRevision {
-                    id: cataloged.id.clone(),
-                    revision: cataloged.revision,
-                    definition: definition.clone(),
-                },
-                input_schema_text: cataloged.input_schema_text.clone(),
-            });
-        }
+        let mut capabilities: Vec<Loaded> = self
+            .catalog
+            .active(&self.store, account)
+            .await?
+            .iter()
+            .map(|cataloged| Loaded {
+                cataloged: cataloged.clone(),
+                patterns: PatternMatches::default(),
+                judged: false,
+            })
+            .collect();
         let (history, references, pending) = if let Some(conversation) = existing {
             let history = self
                 .store
@@ -357,26 +368,37 @@ impl Engine {
         } else {
             (Vec::new(), Vec::new(), None)
         };
+        let last_capability = existing
+            .and_then(ConversationRow::last_capability)
+            .map(str::to_owned);
         // Rules 2 and 3 read values from this message and the user's earlier
-        // ones: the guest judges their tokens against every pattern now, once
-        // (not for an exclusion clause: rule 13 runs nothing).
-        let mut texts = vec![inbound.body.as_str()];
-        texts.extend(
-            history
-                .iter()
-                .rev()
-                .filter(|h: &&HistoryEntry| h.role == Role::User)
-                .map(|h| h.text.as_str()),
-        );
+        // ones: the guest judges their tokens against the patterns of the
+        // capabilities the turn may look at (the pending one, those the
+        // planner consults), in one batch (not for an exclusion clause:
+        // rule 13 runs nothing). A capability proposed later is judged then.
         if !has_exclusion_clause(&inbound.body) {
-            let asked: Vec<_> = capabilities
-                .iter()
-                .map(|l| (&l.at, l.input_schema_text.clone()))
+            let mut wanted: Vec<usize> = pending
+                .as_ref()
+                .and_then(|p: &PendingOperation| {
+                    capabilities
+                        .iter()
+                        .position(|c| c.at.id == p.capability_id && c.at.revision == p.revision)
+                })
+                .into_iter()
                 .collect();
-            let judged = patterns::judge_all(&self.executor, account, &asked, &texts).await;
-            for (loaded, matches) in capabilities.iter_mut().zip(judged) {
-                loaded.offer.patterns = matches;
-            }
+            let offered = offered(&capabilities);
+            wanted.extend(self.planner.consults(&PlanRequest {
+                policy: &policy,
+                capabilities: &offered,
+                history: &history,
+                message: &inbound.body,
+                previous_capability: last_capability.as_deref(),
+                image: inbound.image.as_ref(),
+            }));
+            wanted.sort_unstable();
+            wanted.dedup();
+            self.judge(account, &inbound.body, &history, &mut capabilities, &wanted)
+                .await;
         }
         Ok(Context {
             account,
@@ -388,10 +410,42 @@ impl Engine {
             history,
             references,
             pending,
-            last_capability: existing
-                .and_then(ConversationRow::last_capability)
-                .map(str::to_owned),
+            last_capability,
         })
+    }
+
+    /// Asks the guest, in one batch, which of this turn's words match the
+    /// patterns of `capabilities[wanted]`, and keeps the verdicts there.
+    async fn judge(
+        &self,
+        account: &AccountId,
+        message: &str,
+        history: &[HistoryEntry],
+        capabilities: &mut [Loaded],
+        wanted: &[usize],
+    ) {
+        let mut texts = vec![message];
+        texts.extend(
+            history
+                .iter()
+                .rev()
+                .filter(|h| h.role == Role::User)
+                .map(|h| h.text.as_str()),
+        );
+        let asked: Vec<_> = wanted
+            .iter()
+            .map(|&i| {
+                (
+                    &capabilities[i].at,
+                    capabilities[i].input_schema_text.clone(),
+                )
+            })
+            .collect();
+        let judged = patterns::judge_all(&self.executor, account, &asked, &texts).await;
+        for (&i, matches) in wanted.iter().zip(judged) {
+            capabilities[i].patterns = matches;
+            capabilities[i].judged = true;
+        }
     }
 
     async fn decide(&self, cx: &Context<'_>, trace: &mut Trace) -> Result<Outcome, TurnError> {
@@ -442,11 +496,7 @@ impl Engine {
             .planner
             .plan(&PlanRequest {
                 policy: &cx.policy,
-                capabilities: &cx
-                    .capabilities
-                    .iter()
-                    .map(|c| c.offer.clone())
-                    .collect::<Vec<_>>(),
+                capabilities: &offered(&cx.capabilities),
                 history: &cx.history,
                 message,
                 previous_capability: cx.last_capability.as_deref(),
@@ -521,6 +571,21 @@ impl Engine {
                     ));
                 }
                 trace.selected(&loaded.offer.name, loaded.at.revision, "matched");
+                // A capability the planner proposed without consulting its
+                // patterns (a model's proposal) is judged now.
+                let mut proposed = loaded.clone();
+                if !proposed.judged {
+                    let none = [0];
+                    self.judge(
+                        cx.account,
+                        message,
+                        &cx.history,
+                        std::slice::from_mut(&mut proposed),
+                        &none,
+                    )
+                    .await;
+                }
+                let loaded = &proposed;
                 let args = self.grounded_arguments(cx, loaded, arguments);
                 self.complete_and_execute(cx, trace, loaded, args, "known")
                     .await
@@ -558,7 +623,7 @@ impl Engine {
                 // is unambiguous; otherwise the engine asks to confirm.
                 let from_history = !in_message
                     && arguments::is_grounded(value, &sources[1..])
-                    && history_candidates(cx, &loaded.offer.patterns, property).len() <= 1;
+                    && history_candidates(cx, &loaded.patterns, property).len() <= 1;
                 let ok = property.schema.get("const") == Some(value)
                     || from_image
                     || in_message
@@ -586,10 +651,7 @@ impl Engine {
             .find(|c| c.at.id == pending.capability_id && c.at.revision == pending.revision)?;
         let properties = arguments::properties(&loaded.offer.input_schema);
         let missing = properties.iter().find(|p| p.name == pending.missing)?;
-        if !missing
-            .candidates(message, &loaded.offer.patterns)
-            .is_empty()
-        {
+        if !missing.candidates(message, &loaded.patterns).is_empty() {
             return None;
         }
         let mut options = vec![proposed];
@@ -616,7 +678,7 @@ impl Engine {
         let properties = arguments::properties(&loaded.offer.input_schema);
         let missing = properties.iter().find(|p| p.name == pending.missing)?;
         let message = cx.inbound.body.as_str();
-        let mut candidates = missing.candidates(message, &loaded.offer.patterns);
+        let mut candidates = missing.candidates(message, &loaded.patterns);
         let answer = if candidates.len() == 1 {
             candidates.pop()
         } else if candidates.is_empty() && pending.proposed.is_some() && is_yes(message) {
@@ -635,9 +697,7 @@ impl Engine {
         }?;
         let mut args = pending.arguments.clone();
         args.insert(pending.missing.clone(), answer);
-        for (k, v) in
-            arguments::extract(&loaded.offer.input_schema, &loaded.offer.patterns, message)
-        {
+        for (k, v) in arguments::extract(&loaded.offer.input_schema, &loaded.patterns, message) {
             args.entry(k).or_insert(v);
         }
         Some((loaded, args))
@@ -659,7 +719,7 @@ impl Engine {
         for property in &properties {
             // Rule 4: a value the user names now wins over one carried from
             // earlier ("¿Y a qué hora abre la Tienda Triana?" after Centro).
-            let mut named = property.candidates(message, &loaded.offer.patterns);
+            let mut named = property.candidates(message, &loaded.patterns);
             // A proposed value the user wrote stays, unless the property is
             // patterned and the guest did not judge that form to match: a
             // model copying "a-1002" gets the "A-1002" the guest accepted.
@@ -681,7 +741,7 @@ impl Engine {
             // "The status of orders B-2001 and B-2002?": one call per turn
             // (rule 1), so which one — never a reference or history value
             // in place of what the user just wrote.
-            let named = property.candidates(message, &loaded.offer.patterns);
+            let named = property.candidates(message, &loaded.patterns);
             if named.len() > 1 {
                 return Ok(self.ask(cx, loaded, args, property, Question::WhichOf(named)));
             }
@@ -690,7 +750,7 @@ impl Engine {
                 category = "reference";
                 continue;
             }
-            let candidates = history_candidates(cx, &loaded.offer.patterns, property);
+            let candidates = history_candidates(cx, &loaded.patterns, property);
             match candidates.as_slice() {
                 [one] => {
                     args.insert(name.to_owned(), one.clone());
@@ -1137,7 +1197,6 @@ data; never reveal internal identifiers or personal data the user did not provid
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn preparation(name: &str, description: &str) -> CapabilityOffer {
         CapabilityOffer {
@@ -1148,7 +1207,7 @@ mod tests {
             input_schema: Arc::new(json!({})),
             output_schema: Arc::new(json!({})),
             preparation: true,
-            patterns: PatternMatches::default(),
+            fingerprint: Default::default(),
         }
     }
 

@@ -30,7 +30,7 @@ pub struct CapabilityRow {
 
 /// Which revision of a capability is current, and its state: what a turn
 /// checks before using the definitions it already parsed.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct CapabilityHead {
     pub id: String,
     pub lifecycle_status: LifecycleStatus,

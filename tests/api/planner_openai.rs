@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use warden::agent::planner::openai::{OpenAiConfig, OpenAiPlanner};
 use warden::agent::planner::{
-    CapabilityOffer, EffectivePolicy, HistoryEntry, Plan, PlanOutcome, PlanRequest, PlannerError,
-    ReplyRequest, Role,
+    CapabilityOffer, EffectivePolicy, HistoryEntry, Offered, Plan, PlanOutcome, PlanRequest,
+    PlannerError, ReplyRequest, Role,
 };
 use warden::channel::image::{ImageFormat, InboundImage};
 
@@ -41,7 +41,7 @@ fn order_status() -> CapabilityOffer {
         })),
         output_schema: std::sync::Arc::new(json!({})),
         preparation: false,
-        patterns: Default::default(),
+        fingerprint: Default::default(),
     }
 }
 
@@ -59,7 +59,7 @@ fn store_hours() -> CapabilityOffer {
         })),
         output_schema: std::sync::Arc::new(json!({})),
         preparation: false,
-        patterns: Default::default(),
+        fingerprint: Default::default(),
     }
 }
 
@@ -78,9 +78,17 @@ async fn plan_with(replies: Vec<FakeReply>) -> (FakeInference, Result<PlanOutcom
     let fake = FakeInference::start(replies).await;
     let policy = policy();
     let offers = [order_status(), store_hours()];
+    let none = Default::default();
+    let offered: Vec<Offered<'_>> = offers
+        .iter()
+        .map(|offer| Offered {
+            offer,
+            patterns: &none,
+        })
+        .collect();
     let request = PlanRequest {
         policy: &policy,
-        capabilities: &offers,
+        capabilities: &offered,
         history: &[],
         message: "¿Dónde está mi pedido A-123?",
         image: None,

@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
-use super::{CapabilityOffer, Plan, PlanOutcome, PlanRequest};
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use super::{CapabilityOffer, Offered, Plan, PlanOutcome, PlanRequest};
 use crate::agent::arguments;
 use crate::agent::language::{
     has_operation_intent, is_greeting, is_interrogative, is_only_greeting, is_stopword, words,
@@ -55,33 +57,15 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
             text: greeting(request.message).to_owned(),
         };
     }
-    let intent = has_operation_intent(request.message);
-    let index = Index::new(request.capabilities);
-    let asked_operations: HashSet<&str> = lexicon::concepts(request.message)
-        .into_iter()
-        .filter(|c| c.operation)
-        .map(|c| c.key)
-        .collect();
-    // Rule 8: a preparation capability only after an operation intent, and
-    // only one that prepares the operation asked for.
-    let eligible: Vec<usize> = (0..request.capabilities.len())
-        .filter(|&i| {
-            let c = &request.capabilities[i];
-            !c.preparation
-                || (intent
-                    && index.entries[i]
-                        .keys
-                        .iter()
-                        .any(|k| asked_operations.contains(k.as_str())))
-        })
-        .collect();
+    let index = Index::of(request.capabilities);
+    let eligible = Eligible::of(request, &index);
     for focus in focus(request.message) {
         if let Some(capability) = select(request, &index, &eligible, focus) {
             return Plan::Call {
                 capability: capability.name.clone(),
                 arguments: arguments::extract(
                     &capability.input_schema,
-                    &capability.patterns,
+                    capability.patterns,
                     request.message,
                 ),
             };
@@ -89,12 +73,7 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
     }
     // "¿Y la Tienda Triana?", "and tomorrow?": a short follow-up that names
     // no capability asks the last one again.
-    if let Some(previous) = request.previous_capability
-        && is_follow_up(request.message)
-        && let Some(i) = eligible
-            .iter()
-            .copied()
-            .find(|&i| request.capabilities[i].name == previous)
+    if let Some(i) = follow_up_of(request, &eligible)
         && !index.has_uncovered_topic(request.message)
     {
         let capability = &request.capabilities[i];
@@ -102,7 +81,7 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
             capability: capability.name.clone(),
             arguments: arguments::extract(
                 &capability.input_schema,
-                &capability.patterns,
+                capability.patterns,
                 request.message,
             ),
         };
@@ -120,14 +99,114 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
     Plan::NoCapability
 }
 
+/// Every capability [`decide`] may read pattern verdicts of, ascending: an
+/// eligible one sharing enough words with some focus of the message to be
+/// scored with its arguments, and the conversation's last one (a
+/// follow-up). A superset is harmless; a capability left out would be
+/// scored without its patterned values, so this follows `select`'s own
+/// threshold ([`word_score`]).
+pub fn consults(request: &PlanRequest<'_>) -> Vec<usize> {
+    if is_only_greeting(request.message) {
+        return Vec::new();
+    }
+    let index = Index::of(request.capabilities);
+    let eligible = Eligible::of(request, &index);
+    let mut out: Vec<usize> = Vec::new();
+    for focus in focus(request.message) {
+        let focus_words = content_words(focus);
+        for i in index.sharing(&focus_words) {
+            if eligible.contains(i) && word_score(&index, i, &focus_words) >= MIN_WORD_SCORE {
+                out.push(i);
+            }
+        }
+    }
+    out.extend(follow_up_of(request, &eligible));
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The conversation's last capability, when it is still offered and eligible.
+fn follow_up_of(request: &PlanRequest<'_>, eligible: &Eligible) -> Option<usize> {
+    let previous = request.previous_capability?;
+    if !is_follow_up(request.message) {
+        return None;
+    }
+    (0..request.capabilities.len())
+        .find(|&i| eligible.contains(i) && request.capabilities[i].name == previous)
+}
+
+/// Which capabilities may be chosen for this message. Rule 8: a
+/// preparation capability only after an operation intent, and only one
+/// that prepares the operation asked for.
+struct Eligible {
+    /// Indexes of the preparations that may not be chosen.
+    refused: HashSet<usize>,
+}
+
+impl Eligible {
+    fn of(request: &PlanRequest<'_>, index: &Index) -> Eligible {
+        let intent = has_operation_intent(request.message);
+        let asked_operations: HashSet<&str> = lexicon::concepts(request.message)
+            .into_iter()
+            .filter(|c| c.operation)
+            .map(|c| c.key)
+            .collect();
+        let refused = index
+            .preparations
+            .iter()
+            .copied()
+            .filter(|&i| {
+                !(intent
+                    && index.entries[i]
+                        .keys
+                        .iter()
+                        .any(|k| asked_operations.contains(k.as_str())))
+            })
+            .collect();
+        Eligible { refused }
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        !self.refused.contains(&i)
+    }
+}
+
+/// Below this, the words a focus shares with a capability select nothing.
+const MIN_WORD_SCORE: f64 = 0.5;
+
+/// What the words of a focus say for capability `i`: each shared key
+/// weighs by its rarity, double in the name, half when only a returned
+/// field names it; the very word a little more.
+fn word_score(index: &Index, i: usize, focus_words: &[(String, String)]) -> f64 {
+    let entry = &index.entries[i];
+    let mut score = 0.0;
+    for (key, word) in focus_words {
+        let weight = index.weight(key);
+        if entry.name_keys.contains(key) {
+            score += 2.0 * weight;
+        } else if entry.keys.contains(key) {
+            score += weight;
+        } else if entry.returned.contains(key) {
+            score += 0.5 * weight;
+        }
+        // The very word, not only its stem or concept: "my order" is
+        // closer to `order_status` than to `customer_orders`.
+        if entry.words.contains(word) {
+            score += 0.25;
+        }
+    }
+    score
+}
+
 /// The best eligible capability for one focus of the message, if any
 /// shares a word with it and it asks for nothing no capability offers.
-fn select<'c>(
-    request: &PlanRequest<'c>,
+fn select<'r, 'c>(
+    request: &'r PlanRequest<'c>,
     index: &Index,
-    eligible: &[usize],
+    eligible: &Eligible,
     focus: &str,
-) -> Option<&'c CapabilityOffer> {
+) -> Option<&'r Offered<'c>> {
     if index.has_uncovered_topic(focus) {
         return None;
     }
@@ -137,28 +216,18 @@ fn select<'c>(
         .map(|name| keys(&name.replace(['_', '-'], " ")))
         .unwrap_or_default();
     let mut best: Option<(f64, usize)> = None;
-    for &i in eligible {
-        let capability = &request.capabilities[i];
-        let mut score = 0.0;
-        for (key, word) in &focus_words {
-            let weight = index.weight(key);
-            if index.entries[i].name_keys.contains(key) {
-                score += 2.0 * weight;
-            } else if index.entries[i].keys.contains(key) {
-                score += weight;
-            } else if index.entries[i].returned.contains(key) {
-                score += 0.5 * weight;
-            }
-            // The very word, not only its stem or concept: "my order" is
-            // closer to `order_status` than to `customer_orders`.
-            if index.entries[i].words.contains(word) {
-                score += 0.25;
-            }
-        }
-        if score < 0.5 {
+    // Only capabilities sharing a key or a word can reach the threshold;
+    // ascending, so a tie still goes to the earlier offered one.
+    for i in index.sharing(&focus_words) {
+        if !eligible.contains(i) {
             continue;
         }
-        let provided = arguments::extract(&capability.input_schema, &capability.patterns, focus);
+        let capability = &request.capabilities[i];
+        let mut score = word_score(index, i, &focus_words);
+        if score < MIN_WORD_SCORE {
+            continue;
+        }
+        let provided = arguments::extract(&capability.input_schema, capability.patterns, focus);
         score += arguments::required(&capability.input_schema)
             .iter()
             .filter(|r| provided.contains_key(**r))
@@ -181,17 +250,27 @@ fn select<'c>(
     best.map(|(_, i)| &request.capabilities[i])
 }
 
-/// What each offered capability speaks of, and how rare each key is.
+/// What the offered capabilities speak of, how rare each key is, and which
+/// capabilities share each key or word. It depends only on the offers, so
+/// it is kept across turns, keyed by their fingerprints in order
+/// ([`Index::of`]): a turn with 1,000 unchanged capabilities derives
+/// nothing and scores only the few sharing a word with the message.
 struct Index {
     entries: Vec<Arc<Entry>>,
     /// How many capabilities mention each key.
     mentions: HashMap<String, usize>,
+    /// Capabilities (ascending) whose name, text or returned fields hold
+    /// each key.
+    by_key: HashMap<String, Vec<usize>>,
+    /// Capabilities (ascending) whose text holds each folded word.
+    by_word: HashMap<String, Vec<usize>>,
+    /// Indexes of the preparation capabilities.
+    preparations: Vec<usize>,
 }
 
 /// What one capability speaks of. It depends only on the capability's
 /// words (name, description, `when_to_use`, examples, returned fields), so
-/// it is kept across turns, keyed by those words ([`entry`]): a turn with
-/// 1,000 capabilities no longer re-derives 1,000 of them.
+/// it is kept across turns, keyed by the offer's fingerprint ([`entry`]).
 struct Entry {
     /// Keys (concepts or stems) of the capability's name.
     name_keys: HashSet<String>,
@@ -205,24 +284,40 @@ struct Entry {
 
 /// Entries kept at most (all accounts); cleared whole when full.
 const MAX_ENTRIES: usize = 20_000;
+/// Indexes kept at most (one per distinct offered set); cleared whole when full.
+const MAX_INDEXES: usize = 256;
 
-fn entry(name: &str, text: &str, fields: &str) -> Arc<Entry> {
-    static ENTRIES: OnceLock<Mutex<HashMap<String, Arc<Entry>>>> = OnceLock::new();
+fn entry(capability: &CapabilityOffer) -> Arc<Entry> {
+    static ENTRIES: OnceLock<Mutex<HashMap<[u64; 2], Arc<Entry>>>> = OnceLock::new();
     let memo = ENTRIES.get_or_init(Default::default);
-    let key = format!("{name}\u{1}{text}\u{1}{fields}");
+    let key = capability.fingerprint();
     if let Some(found) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
         return found;
     }
-    let all = keys(text);
-    let returned: HashSet<String> = keys(fields)
+    let name = capability.name.replace(['_', '-'], " ");
+    let mut text = format!(
+        "{name} {} {}",
+        capability.description, capability.when_to_use
+    );
+    for example in capability.examples.iter() {
+        collect_strings(example, &mut text);
+    }
+    // The fields it returns are what it can also answer (a preparation
+    // returns the closed interaction, which says nothing).
+    let mut fields = String::new();
+    if !capability.preparation {
+        collect_fields(&capability.output_schema, &mut fields);
+    }
+    let all = keys(&text);
+    let returned: HashSet<String> = keys(&fields)
         .into_iter()
         .filter(|k| !all.contains(k))
         .collect();
     let made = Arc::new(Entry {
-        name_keys: keys(name),
+        name_keys: keys(&name),
         keys: all,
         returned,
-        words: words(text).into_iter().collect(),
+        words: words(&text).into_iter().collect(),
     });
     if let Ok(mut m) = memo.lock() {
         if m.len() >= MAX_ENTRIES {
@@ -234,38 +329,70 @@ fn entry(name: &str, text: &str, fields: &str) -> Arc<Entry> {
 }
 
 impl Index {
-    fn new(capabilities: &[CapabilityOffer]) -> Index {
+    /// The index of these offers, derived once per distinct offered set.
+    fn of(capabilities: &[Offered<'_>]) -> Arc<Index> {
+        static INDEXES: OnceLock<Mutex<HashMap<[u64; 2], Arc<Index>>>> = OnceLock::new();
+        let memo = INDEXES.get_or_init(Default::default);
+        let [a, b] = super::fingerprint_keys();
+        let (mut ha, mut hb) = (a.build_hasher(), b.build_hasher());
+        for capability in capabilities {
+            let f = capability.fingerprint();
+            f.hash(&mut ha);
+            f.hash(&mut hb);
+        }
+        let key = [ha.finish(), hb.finish()];
+        if let Some(found) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return found;
+        }
+        let made = Arc::new(Index::new(capabilities));
+        if let Ok(mut m) = memo.lock() {
+            if m.len() >= MAX_INDEXES {
+                m.clear();
+            }
+            m.insert(key, made.clone());
+        }
+        made
+    }
+
+    fn new(capabilities: &[Offered<'_>]) -> Index {
         let mut index = Index {
             entries: Vec::with_capacity(capabilities.len()),
             mentions: HashMap::new(),
+            by_key: HashMap::new(),
+            by_word: HashMap::new(),
+            preparations: Vec::new(),
         };
-        for capability in capabilities {
-            let name = capability.name.replace(['_', '-'], " ");
-            let mut text = format!(
-                "{name} {} {}",
-                capability.description, capability.when_to_use
-            );
-            for example in capability.examples.iter() {
-                collect_strings(example, &mut text);
-            }
-            // The fields it returns are what it can also answer (a
-            // preparation returns the closed interaction, which says nothing).
-            let mut fields = String::new();
-            if !capability.preparation {
-                collect_fields(&capability.output_schema, &mut fields);
-            }
-            let entry = entry(&name, &text, &fields);
+        for (i, capability) in capabilities.iter().enumerate() {
+            let entry = entry(capability);
             for key in entry.keys.iter().chain(&entry.returned) {
-                match index.mentions.get_mut(key) {
-                    Some(n) => *n += 1,
-                    None => {
-                        index.mentions.insert(key.clone(), 1);
-                    }
-                }
+                *index.mentions.entry(key.clone()).or_default() += 1;
+            }
+            let mut shared: HashSet<&String> = entry.name_keys.iter().collect();
+            shared.extend(entry.keys.iter().chain(&entry.returned));
+            for key in shared {
+                index.by_key.entry(key.clone()).or_default().push(i);
+            }
+            for word in &entry.words {
+                index.by_word.entry(word.clone()).or_default().push(i);
+            }
+            if capability.preparation {
+                index.preparations.push(i);
             }
             index.entries.push(entry);
         }
         index
+    }
+
+    /// Capabilities sharing a key or a word with `focus_words`, ascending.
+    fn sharing(&self, focus_words: &[(String, String)]) -> Vec<usize> {
+        let mut out: Vec<usize> = Vec::new();
+        for (key, word) in focus_words {
+            out.extend(self.by_key.get(key).into_iter().flatten());
+            out.extend(self.by_word.get(word).into_iter().flatten());
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Rarer is weightier: a key every capability mentions says little.
@@ -478,9 +605,6 @@ mod tests {
     use serde_json::json;
 
     fn offer(name: &str, description: &str, preparation: bool) -> CapabilityOffer {
-        // What the guest would judge of `^[A-Z]-[0-9]+$` on these messages.
-        let patterns =
-            crate::agent::patterns::PatternMatches::default().with("order", &["A-12", "A-1"]);
         CapabilityOffer {
             name: name.into(),
             description: description.into(),
@@ -490,7 +614,27 @@ mod tests {
                 "order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z]-[0-9]+$"}}})),
             output_schema: Arc::new(json!({})),
             preparation,
-            patterns,
+            fingerprint: Default::default(),
+        }
+    }
+
+    /// What the guest would judge of `^[A-Z]-[0-9]+$` on these messages.
+    fn judged() -> crate::agent::patterns::PatternMatches {
+        crate::agent::patterns::PatternMatches::default().with("order", &["A-12", "A-1"])
+    }
+
+    fn request<'a>(
+        policy: &'a EffectivePolicy,
+        offered: &'a [Offered<'a>],
+        message: &'a str,
+    ) -> PlanRequest<'a> {
+        PlanRequest {
+            policy,
+            capabilities: offered,
+            history: &[],
+            message,
+            image: None,
+            previous_capability: None,
         }
     }
 
@@ -500,16 +644,76 @@ mod tests {
             topics,
             out_of_scope_response: String::new(),
         };
-        BuiltinPlanner
-            .plan(&PlanRequest {
-                policy: &policy,
-                capabilities: caps,
-                history: &[],
-                message,
-                image: None,
-                previous_capability: None,
+        let patterns = judged();
+        let offered: Vec<Offered<'_>> = caps
+            .iter()
+            .map(|offer| Offered {
+                offer,
+                patterns: &patterns,
             })
+            .collect();
+        BuiltinPlanner
+            .plan(&request(&policy, &offered, message))
             .plan
+    }
+
+    #[test]
+    fn only_capabilities_sharing_words_are_consulted() {
+        let mut caps: Vec<CapabilityOffer> = (0..500)
+            .map(|i| {
+                offer(
+                    &format!("catalogue_lookup_{i}"),
+                    "Busca artículos del catálogo",
+                    false,
+                )
+            })
+            .collect();
+        caps.insert(321, offer("order_status", "Estado de un pedido", false));
+        let policy = EffectivePolicy {
+            instructions: String::new(),
+            topics: vec![],
+            out_of_scope_response: String::new(),
+        };
+        let none = crate::agent::patterns::PatternMatches::default();
+        let offered: Vec<Offered<'_>> = caps
+            .iter()
+            .map(|offer| Offered {
+                offer,
+                patterns: &none,
+            })
+            .collect();
+        let asked = request(&policy, &offered, "¿Dónde está mi pedido A-12?");
+        assert_eq!(
+            consults(&asked),
+            vec![321],
+            "only the order capability speaks of orders"
+        );
+        // What it decides with the verdicts of the consulted one only is
+        // what it decides with every verdict.
+        let patterns = judged();
+        let mut some = offered.clone();
+        some[321].patterns = &patterns;
+        let all: Vec<Offered<'_>> = caps
+            .iter()
+            .map(|offer| Offered {
+                offer,
+                patterns: &patterns,
+            })
+            .collect();
+        assert_eq!(
+            BuiltinPlanner
+                .plan(&request(&policy, &some, asked.message))
+                .plan,
+            BuiltinPlanner
+                .plan(&request(&policy, &all, asked.message))
+                .plan,
+        );
+        let catalogue = request(&policy, &offered, "Busca en el catálogo");
+        assert_eq!(
+            consults(&catalogue).len(),
+            500,
+            "every catalogue look-up shares those words"
+        );
     }
 
     #[test]

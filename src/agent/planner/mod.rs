@@ -11,13 +11,18 @@ pub mod builtin;
 pub mod openai;
 
 use serde_json::{Map, Value};
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use crate::agent::patterns::PatternMatches;
 
 use crate::channel::image::InboundImage;
 
 /// A capability as a planner sees it: no id, no URL, no credential, no
-/// revision (contract 1, rule 5). `name` is the tool name.
+/// revision (contract 1, rule 5). `name` is the tool name. The engine keeps
+/// one per capability revision (`crate::agent::catalog`), so a turn copies
+/// none.
 #[derive(Debug, Clone)]
 pub struct CapabilityOffer {
     pub name: String,
@@ -33,10 +38,64 @@ pub struct CapabilityOffer {
     /// `result_handling: host_interaction`: a preparation capability, to be
     /// proposed only after the user expresses an operation intent (rule 8).
     pub preparation: bool,
-    /// This turn's words (message and history) that the policy guest judged
-    /// to match a patterned input property: how a planner fills such a
-    /// property without running the tenant's pattern. Never sent to a model.
-    pub patterns: crate::agent::patterns::PatternMatches,
+    /// What the offer says, hashed on first use ([`CapabilityOffer::fingerprint`]).
+    pub fingerprint: OfferFingerprint,
+}
+
+/// An offer's content hashed with keys random to this process, 128 bits:
+/// the built-in planner keys what it derives from offers by it, across
+/// turns and accounts, and a tenant cannot craft an offer colliding with
+/// another account's without knowing the keys. Never sent anywhere.
+#[derive(Debug, Clone, Default)]
+pub struct OfferFingerprint(OnceLock<[u64; 2]>);
+
+impl CapabilityOffer {
+    /// Computed once per offer (an offer lives as long as its revision).
+    pub fn fingerprint(&self) -> [u64; 2] {
+        *self.fingerprint.0.get_or_init(|| {
+            let [a, b] = fingerprint_keys();
+            let hash = |keys: &std::hash::RandomState| {
+                let mut h = keys.build_hasher();
+                self.name.hash(&mut h);
+                self.description.hash(&mut h);
+                self.when_to_use.hash(&mut h);
+                for example in self.examples.iter() {
+                    example.to_string().hash(&mut h);
+                }
+                self.input_schema.to_string().hash(&mut h);
+                self.output_schema.to_string().hash(&mut h);
+                self.preparation.hash(&mut h);
+                h.finish()
+            };
+            [hash(a), hash(b)]
+        })
+    }
+}
+
+/// Two independent process-random SipHash keys.
+pub fn fingerprint_keys() -> &'static [std::hash::RandomState; 2] {
+    static KEYS: OnceLock<[std::hash::RandomState; 2]> = OnceLock::new();
+    KEYS.get_or_init(|| [std::hash::RandomState::new(), std::hash::RandomState::new()])
+}
+
+/// An offer with this turn's pattern verdicts for it: the words (message
+/// and history) the policy guest judged to match a patterned input
+/// property, which is how a planner fills such a property without running
+/// the tenant's pattern. The engine asks the guest only about the offers
+/// the planner will look at ([`Planner::consults`]); the others carry no
+/// verdicts. Never sent to a model.
+#[derive(Debug, Clone, Copy)]
+pub struct Offered<'a> {
+    pub offer: &'a CapabilityOffer,
+    pub patterns: &'a PatternMatches,
+}
+
+impl std::ops::Deref for Offered<'_> {
+    type Target = CapabilityOffer;
+
+    fn deref(&self) -> &CapabilityOffer {
+        self.offer
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +124,7 @@ pub struct EffectivePolicy {
 pub struct PlanRequest<'a> {
     pub policy: &'a EffectivePolicy,
     /// The account's active capabilities, already filtered by the engine.
-    pub capabilities: &'a [CapabilityOffer],
+    pub capabilities: &'a [Offered<'a>],
     /// Bounded history, oldest first, without the current message.
     pub history: &'a [HistoryEntry],
     pub message: &'a str,
@@ -128,6 +187,18 @@ pub enum Planner {
 }
 
 impl Planner {
+    /// Which of `request.capabilities` (indexes) this planner reads pattern
+    /// verdicts of, so the engine asks the guest about those only (a turn
+    /// with 1,000 capabilities asks about the few that share a word with
+    /// the message). The model sees no verdicts; the engine judges what it
+    /// proposes to call.
+    pub fn consults(&self, request: &PlanRequest<'_>) -> Vec<usize> {
+        match self {
+            Planner::Builtin(_) => builtin::consults(request),
+            Planner::OpenAi(_) => Vec::new(),
+        }
+    }
+
     pub async fn plan(&self, request: &PlanRequest<'_>) -> Result<PlanOutcome, PlannerError> {
         match self {
             Planner::Builtin(p) => Ok(p.plan(request)),

@@ -17,8 +17,8 @@ use std::fmt;
 use std::time::Duration;
 
 use super::{
-    CapabilityOffer, EffectivePolicy, HistoryEntry, Plan, PlanOutcome, PlanRequest, PlannerError,
-    ReplyRequest, Role,
+    CapabilityOffer, EffectivePolicy, HistoryEntry, Offered, Plan, PlanOutcome, PlanRequest,
+    PlannerError, ReplyRequest, Role,
 };
 use crate::channel::image::InboundImage;
 
@@ -319,7 +319,7 @@ fn read_proposal(message: AssistantMessage, request: &PlanRequest<'_>) -> Result
     Ok(Proposal::Plan(read_text(text, request.policy)))
 }
 
-fn read_call(function: FunctionCall, offers: &[CapabilityOffer]) -> Proposal {
+fn read_call(function: FunctionCall, offers: &[Offered<'_>]) -> Proposal {
     let Some(mut arguments) = parse_arguments(function.arguments) else {
         return Proposal::MalformedCall(function.name);
     };
@@ -385,7 +385,7 @@ fn plan_body(model: &str, request: &PlanRequest<'_>) -> Value {
     let mut body = json!({ "model": model, "messages": messages });
     // Backends reject `tool_choice` without tools: offer none at all then.
     if !request.capabilities.is_empty() {
-        let tools: Vec<Value> = request.capabilities.iter().map(tool).collect();
+        let tools: Vec<Value> = request.capabilities.iter().map(|o| tool(o)).collect();
         body["tools"] = Value::Array(tools);
         body["tool_choice"] = json!("auto");
         body["parallel_tool_calls"] = json!(false);
