@@ -2,12 +2,13 @@
 //! capability revision.
 //!
 //! A revision never changes (every edit and every lifecycle change makes a
-//! new one), so what is derived from it — the parsed definition, the input
-//! schema as the text the guest is given — is kept per `(id, revision)`. Each
-//! turn still asks the database which revisions are current (one light
-//! query: ids, revisions, states, no definitions), so a change made by
-//! another replica is seen on the next turn; the definitions are read only
-//! when a revision is not known yet.
+//! new one), so what is derived from it — the parsed definition, the
+//! planner's offer, the input schema as the text the guest is given — is
+//! kept per `(id, revision)`. Each turn asks the database one value, the
+//! account's capability version (moved by triggers on every change to its
+//! capabilities, from any replica), and reuses the account's last active set
+//! while it has not moved; when it has, the heads (ids, revisions, states)
+//! are listed and only unknown revisions' definitions read.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -61,10 +62,10 @@ const MAX_ACCOUNTS: usize = 10_000;
 /// Parsed revisions by (capability id, revision).
 type ByRevision = HashMap<(String, i64), Arc<Cataloged>>;
 
-/// An account's active set as last read: its heads (every capability's id,
-/// state and revision, in list order) and the active ones.
+/// An account's active set as last read, and the account's capability
+/// version (`Store::capability_version`) read before it.
 struct ActiveSet {
-    heads: Vec<CapabilityHead>,
+    version: i64,
     active: Arc<[Arc<Cataloged>]>,
 }
 
@@ -82,14 +83,18 @@ impl Catalog {
         store: &Store,
         account: &AccountId,
     ) -> Result<Arc<[Arc<Cataloged>]>, StoreError> {
-        let heads = store.capability_heads(account).await?;
-        // Unchanged since the account's last turn: nothing to look up.
+        // Read first: the set read below is at least this new, so it is
+        // never kept under a version newer than itself.
+        let version = store.capability_version(account).await?;
+        // Unchanged since the account's last turn: one value read, nothing
+        // listed (any replica's change moves the version).
         if let Ok(sets) = self.by_account.lock()
             && let Some(set) = sets.get(account)
-            && set.heads == heads
+            && set.version == version
         {
             return Ok(set.active.clone());
         }
+        let heads = store.capability_heads(account).await?;
         let active = self.read(store, account, &heads).await?;
         if let Ok(mut sets) = self.by_account.lock() {
             if sets.len() >= MAX_ACCOUNTS && !sets.contains_key(account) {
@@ -98,7 +103,7 @@ impl Catalog {
             sets.insert(
                 *account,
                 ActiveSet {
-                    heads,
+                    version,
                     active: active.clone(),
                 },
             );

@@ -30,7 +30,7 @@ pub struct CapabilityRow {
 
 /// Which revision of a capability is current, and its state: what a turn
 /// checks before using the definitions it already parsed.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CapabilityHead {
     pub id: String,
     pub lifecycle_status: LifecycleStatus,
@@ -138,6 +138,18 @@ impl Store {
         );
         Ok(
             on_pool!(self, pool => sqlx::query_as(&sql).bind(account.number()).fetch_all(pool).await)?,
+        )
+    }
+
+    /// A number that changes whenever any of the account's capabilities is
+    /// created, revised, enabled, disabled or removed (database triggers,
+    /// migration 0011). Read it *before* reading the capabilities: what is
+    /// read after it is at least as new as it says.
+    pub async fn capability_version(&self, account: &AccountId) -> StoreResult<i64> {
+        let sql = "SELECT capability_version FROM accounts WHERE id = $1";
+        Ok(
+            on_pool!(self, pool => sqlx::query_scalar(sql).bind(account.number()).fetch_optional(pool).await)?
+                .unwrap_or(0),
         )
     }
 

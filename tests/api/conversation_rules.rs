@@ -217,6 +217,49 @@ async fn rule_07_only_active_read_only_capabilities_are_called(backend: Backend)
 
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_07_a_capability_disabled_on_another_replica_is_not_called_on_the_next_turn(
+    backend: Backend,
+) {
+    let shop = Shop::open(backend).await;
+    let asked = "¿Cuál es el estado del envío de mi pedido A-1001?";
+    let (status, body) = shop.say(None, asked).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(shop.calls().len(), 1, "called while active: {body}");
+    // This server now holds the account's active set; another replica
+    // disables the capability in the shared database.
+    let other = shop.app.replica().await;
+    let id = &shop.ids["order_status"];
+    let (status, body) = other.disable_capability(&shop.key, id, "1").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = shop.say(None, asked).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        shop.calls().len(),
+        1,
+        "the next turn sees the other replica's change: {body}"
+    );
+    // And its re-enabling, too.
+    let (status, body) = answer_enable(&other, &shop.key, id, "2").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = shop.say(None, asked).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(shop.calls().len(), 2, "called again once enabled: {body}");
+}
+
+async fn answer_enable(app: &TestApp, key: &str, id: &str, if_match: &str) -> (u16, Value) {
+    let response = app
+        .client
+        .post(app.url(&format!("/v1/capabilities/{id}/enable")))
+        .bearer_auth(key)
+        .header("if-match", if_match)
+        .send()
+        .await
+        .unwrap();
+    status_and_json(response).await
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rule_08_preparation_runs_only_after_an_operation_intent(backend: Backend) {
     let shop = Shop::open(backend).await;
     let (_, body) = shop

@@ -47,6 +47,11 @@ impl TestApp {
         .await
     }
 
+    /// A second server on this one's database: another replica.
+    pub async fn replica(&self) -> Self {
+        Self::spawn_on(self.db.shared()).await
+    }
+
     /// A loopback-enabled server with these client limits.
     pub async fn spawn_with_limits(backend: Backend, limits: warden::cli::ClientLimits) -> Self {
         Self::spawn_configured(TestDb::new(backend).await, true, Default::default(), limits).await

@@ -131,6 +131,16 @@ impl TestDb {
         }
     }
 
+    /// Another handle on this database, as a second replica would open it;
+    /// dropping it leaves the database to this one.
+    pub fn shared(&self) -> TestDb {
+        TestDb {
+            url: self.url.clone(),
+            dir: tempfile::tempdir().unwrap(),
+            pg_name: None,
+        }
+    }
+
     /// Drops the PostgreSQL database now, closing every connection to it.
     pub async fn drop_postgres_now(&mut self) {
         if let Some(name) = self.pg_name.take() {
