@@ -19,6 +19,7 @@
 //! | 13 exclusion clause | first check in `decide`, no executor I/O |
 
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -83,34 +84,61 @@ pub struct Engine {
     catalog: Catalog,
 }
 
-/// An active capability (shared with the catalog: `at`, `offer` and
-/// `input_schema_text` through `Deref`) and this turn's pattern verdicts
-/// for it, asked of the guest only when something reads them
-/// ([`Engine::judge`]).
-#[derive(Clone)]
-struct Loaded {
-    cataloged: Arc<Cataloged>,
-    patterns: PatternMatches,
-    judged: bool,
+/// One of the turn's capabilities (the catalog's, shared: `at`, `offer`
+/// and `input_schema_text` through `Deref`) with this turn's pattern
+/// verdicts for it, which the guest gives only for the capabilities
+/// something reads them of ([`Engine::judge`]).
+#[derive(Clone, Copy)]
+struct Loaded<'c> {
+    cataloged: &'c Cataloged,
+    patterns: &'c PatternMatches,
 }
 
-impl std::ops::Deref for Loaded {
+impl std::ops::Deref for Loaded<'_> {
     type Target = Cataloged;
 
     fn deref(&self) -> &Cataloged {
-        &self.cataloged
+        self.cataloged
     }
 }
 
-/// The planner's view of the turn's capabilities, with their verdicts.
-fn offered(capabilities: &[Loaded]) -> Vec<Offered<'_>> {
-    capabilities
-        .iter()
-        .map(|c| Offered {
-            offer: &c.offer,
-            patterns: &c.patterns,
-        })
-        .collect()
+/// The account's active capabilities for this turn, shared with the
+/// catalog (nothing is copied per capability per turn), and the guest's
+/// verdicts for those judged, by index.
+struct Capabilities {
+    active: Arc<[Arc<Cataloged>]>,
+    judged: HashMap<usize, PatternMatches>,
+}
+
+/// The verdicts of a capability nobody asked the guest about: none.
+static NOT_JUDGED: std::sync::LazyLock<PatternMatches> =
+    std::sync::LazyLock::new(PatternMatches::default);
+
+impl Capabilities {
+    fn get(&self, i: usize) -> Loaded<'_> {
+        Loaded {
+            cataloged: &self.active[i],
+            patterns: self.judged.get(&i).unwrap_or(&NOT_JUDGED),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = Loaded<'_>> {
+        (0..self.active.len()).map(|i| self.get(i))
+    }
+
+    fn position(&self, found: impl Fn(&Cataloged) -> bool) -> Option<usize> {
+        self.active.iter().position(|c| found(c))
+    }
+
+    /// The planner's view, with the verdicts given so far.
+    fn offered(&self) -> Vec<Offered<'_>> {
+        self.iter()
+            .map(|c| Offered {
+                offer: &c.cataloged.offer,
+                patterns: c.patterns,
+            })
+            .collect()
+    }
 }
 
 /// What a clarification asks: to confirm a value from history (none: ask
@@ -127,7 +155,7 @@ struct Context<'a> {
     conversation_id: String,
     language: Language,
     policy: EffectivePolicy,
-    capabilities: Vec<Loaded>,
+    capabilities: Capabilities,
     history: Vec<HistoryEntry>,
     references: Vec<StoredReference>,
     pending: Option<PendingOperation>,
@@ -334,17 +362,10 @@ impl Engine {
             .unwrap_or_else(|| Language::of(&inbound.body));
         let policy = self.store.get_policy(account).await?.map(|p| p.policy);
         let policy = effective_policy(policy.as_ref(), language);
-        let mut capabilities: Vec<Loaded> = self
-            .catalog
-            .active(&self.store, account)
-            .await?
-            .iter()
-            .map(|cataloged| Loaded {
-                cataloged: cataloged.clone(),
-                patterns: PatternMatches::default(),
-                judged: false,
-            })
-            .collect();
+        let mut capabilities = Capabilities {
+            active: self.catalog.active(&self.store, account).await?,
+            judged: HashMap::new(),
+        };
         let (history, references, pending) = if let Some(conversation) = existing {
             let history = self
                 .store
@@ -381,15 +402,13 @@ impl Engine {
                 .as_ref()
                 .and_then(|p: &PendingOperation| {
                     capabilities
-                        .iter()
                         .position(|c| c.at.id == p.capability_id && c.at.revision == p.revision)
                 })
                 .into_iter()
                 .collect();
-            let offered = offered(&capabilities);
             wanted.extend(self.planner.consults(&PlanRequest {
                 policy: &policy,
-                capabilities: &offered,
+                capabilities: &capabilities.offered(),
                 history: &history,
                 message: &inbound.body,
                 previous_capability: last_capability.as_deref(),
@@ -397,7 +416,14 @@ impl Engine {
             }));
             wanted.sort_unstable();
             wanted.dedup();
-            self.judge(account, &inbound.body, &history, &mut capabilities, &wanted)
+            capabilities.judged = self
+                .judge(
+                    account,
+                    &inbound.body,
+                    &history,
+                    &capabilities.active,
+                    &wanted,
+                )
                 .await;
         }
         Ok(Context {
@@ -415,15 +441,15 @@ impl Engine {
     }
 
     /// Asks the guest, in one batch, which of this turn's words match the
-    /// patterns of `capabilities[wanted]`, and keeps the verdicts there.
+    /// patterns of `capabilities[wanted]`: their verdicts by index.
     async fn judge(
         &self,
         account: &AccountId,
         message: &str,
         history: &[HistoryEntry],
-        capabilities: &mut [Loaded],
+        capabilities: &[Arc<Cataloged>],
         wanted: &[usize],
-    ) {
+    ) -> HashMap<usize, PatternMatches> {
         let mut texts = vec![message];
         texts.extend(
             history
@@ -442,10 +468,7 @@ impl Engine {
             })
             .collect();
         let judged = patterns::judge_all(&self.executor, account, &asked, &texts).await;
-        for (&i, matches) in wanted.iter().zip(judged) {
-            capabilities[i].patterns = matches;
-            capabilities[i].judged = true;
-        }
+        wanted.iter().copied().zip(judged).collect()
     }
 
     async fn decide(&self, cx: &Context<'_>, trace: &mut Trace) -> Result<Outcome, TurnError> {
@@ -487,7 +510,7 @@ impl Engine {
         if let Some((loaded, args)) = self.continue_pending(cx) {
             trace.selected(&loaded.offer.name, loaded.at.revision, "pending_operation");
             return self
-                .complete_and_execute(cx, trace, loaded, args, "clarified")
+                .complete_and_execute(cx, trace, &loaded, args, "clarified")
                 .await;
         }
 
@@ -496,7 +519,7 @@ impl Engine {
             .planner
             .plan(&PlanRequest {
                 policy: &cx.policy,
-                capabilities: &offered(&cx.capabilities),
+                capabilities: &cx.capabilities.offered(),
                 history: &cx.history,
                 message,
                 previous_capability: cx.last_capability.as_deref(),
@@ -540,8 +563,7 @@ impl Engine {
                 arguments,
             } => {
                 // Rule 7: only an offered (active, read-only) capability.
-                let Some(loaded) = cx.capabilities.iter().find(|c| c.offer.name == capability)
-                else {
+                let Some(at) = cx.capabilities.position(|c| c.offer.name == capability) else {
                     tracing::warn!("planner proposed a capability that is not offered; refused");
                     return Ok(Outcome::reply(
                         texts::no_capability(lang),
@@ -549,6 +571,7 @@ impl Engine {
                     )
                     .with_gap("agent_dead_end", "capability_refused", None));
                 };
+                let loaded = cx.capabilities.get(at);
                 // Rule 8: preparation only after an operation intent.
                 if loaded.offer.preparation && !has_operation_intent(message) {
                     return Ok(Outcome::reply(
@@ -573,19 +596,25 @@ impl Engine {
                 trace.selected(&loaded.offer.name, loaded.at.revision, "matched");
                 // A capability the planner proposed without consulting its
                 // patterns (a model's proposal) is judged now.
-                let mut proposed = loaded.clone();
-                if !proposed.judged {
-                    let none = [0];
-                    self.judge(
-                        cx.account,
-                        message,
-                        &cx.history,
-                        std::slice::from_mut(&mut proposed),
-                        &none,
-                    )
-                    .await;
-                }
-                let loaded = &proposed;
+                let judged_now;
+                let loaded = if cx.capabilities.judged.contains_key(&at) {
+                    loaded
+                } else {
+                    judged_now = self
+                        .judge(
+                            cx.account,
+                            message,
+                            &cx.history,
+                            &cx.capabilities.active,
+                            &[at],
+                        )
+                        .await;
+                    Loaded {
+                        cataloged: loaded.cataloged,
+                        patterns: judged_now.get(&at).unwrap_or(&NOT_JUDGED),
+                    }
+                };
+                let loaded = &loaded;
                 let args = self.grounded_arguments(cx, loaded, arguments);
                 self.complete_and_execute(cx, trace, loaded, args, "known")
                     .await
@@ -600,7 +629,7 @@ impl Engine {
     fn grounded_arguments(
         &self,
         cx: &Context<'_>,
-        loaded: &Loaded,
+        loaded: &Loaded<'_>,
         proposed: Map<String, Value>,
     ) -> Map<String, Value> {
         let declared = arguments::properties(&loaded.offer.input_schema);
@@ -623,7 +652,7 @@ impl Engine {
                 // is unambiguous; otherwise the engine asks to confirm.
                 let from_history = !in_message
                     && arguments::is_grounded(value, &sources[1..])
-                    && history_candidates(cx, &loaded.patterns, property).len() <= 1;
+                    && history_candidates(cx, loaded.patterns, property).len() <= 1;
                 let ok = property.schema.get("const") == Some(value)
                     || from_image
                     || in_message
@@ -651,14 +680,14 @@ impl Engine {
             .find(|c| c.at.id == pending.capability_id && c.at.revision == pending.revision)?;
         let properties = arguments::properties(&loaded.offer.input_schema);
         let missing = properties.iter().find(|p| p.name == pending.missing)?;
-        if !missing.candidates(message, &loaded.patterns).is_empty() {
+        if !missing.candidates(message, loaded.patterns).is_empty() {
             return None;
         }
         let mut options = vec![proposed];
         options.extend(pending.alternatives.iter().cloned());
         Some(self.ask(
             cx,
-            loaded,
+            &loaded,
             pending.arguments.clone(),
             missing,
             Question::WhichOf(options),
@@ -669,7 +698,7 @@ impl Engine {
     fn continue_pending<'c>(
         &self,
         cx: &'c Context<'_>,
-    ) -> Option<(&'c Loaded, Map<String, Value>)> {
+    ) -> Option<(Loaded<'c>, Map<String, Value>)> {
         let pending = cx.pending.as_ref()?;
         let loaded = cx
             .capabilities
@@ -678,7 +707,7 @@ impl Engine {
         let properties = arguments::properties(&loaded.offer.input_schema);
         let missing = properties.iter().find(|p| p.name == pending.missing)?;
         let message = cx.inbound.body.as_str();
-        let mut candidates = missing.candidates(message, &loaded.patterns);
+        let mut candidates = missing.candidates(message, loaded.patterns);
         let answer = if candidates.len() == 1 {
             candidates.pop()
         } else if candidates.is_empty() && pending.proposed.is_some() && is_yes(message) {
@@ -697,7 +726,7 @@ impl Engine {
         }?;
         let mut args = pending.arguments.clone();
         args.insert(pending.missing.clone(), answer);
-        for (k, v) in arguments::extract(&loaded.offer.input_schema, &loaded.patterns, message) {
+        for (k, v) in arguments::extract(&loaded.offer.input_schema, loaded.patterns, message) {
             args.entry(k).or_insert(v);
         }
         Some((loaded, args))
@@ -709,7 +738,7 @@ impl Engine {
         &self,
         cx: &Context<'_>,
         trace: &mut Trace,
-        loaded: &Loaded,
+        loaded: &Loaded<'_>,
         mut args: Map<String, Value>,
         mut category: &'static str,
     ) -> Result<Outcome, TurnError> {
@@ -719,7 +748,7 @@ impl Engine {
         for property in &properties {
             // Rule 4: a value the user names now wins over one carried from
             // earlier ("¿Y a qué hora abre la Tienda Triana?" after Centro).
-            let mut named = property.candidates(message, &loaded.patterns);
+            let mut named = property.candidates(message, loaded.patterns);
             // A proposed value the user wrote stays, unless the property is
             // patterned and the guest did not judge that form to match: a
             // model copying "a-1002" gets the "A-1002" the guest accepted.
@@ -741,7 +770,7 @@ impl Engine {
             // "The status of orders B-2001 and B-2002?": one call per turn
             // (rule 1), so which one — never a reference or history value
             // in place of what the user just wrote.
-            let named = property.candidates(message, &loaded.patterns);
+            let named = property.candidates(message, loaded.patterns);
             if named.len() > 1 {
                 return Ok(self.ask(cx, loaded, args, property, Question::WhichOf(named)));
             }
@@ -750,7 +779,7 @@ impl Engine {
                 category = "reference";
                 continue;
             }
-            let candidates = history_candidates(cx, &loaded.patterns, property);
+            let candidates = history_candidates(cx, loaded.patterns, property);
             match candidates.as_slice() {
                 [one] => {
                     args.insert(name.to_owned(), one.clone());
@@ -776,7 +805,7 @@ impl Engine {
     fn ask(
         &self,
         cx: &Context<'_>,
-        loaded: &Loaded,
+        loaded: &Loaded<'_>,
         args: Map<String, Value>,
         property: &Property<'_>,
         question: Question,
@@ -839,7 +868,7 @@ impl Engine {
         &self,
         cx: &Context<'_>,
         trace: &mut Trace,
-        loaded: &Loaded,
+        loaded: &Loaded<'_>,
         args: Map<String, Value>,
         category: &'static str,
     ) -> Result<Outcome, TurnError> {
@@ -867,7 +896,7 @@ impl Engine {
             Ok(CallResult::Data(result)) => {
                 let empty = is_empty_result(&result);
                 trace.executed(name, loaded.at.revision, if empty { "empty" } else { "ok" });
-                let consumers = cx.capabilities.iter().map(|c| &*c.at.definition);
+                let consumers = cx.capabilities.active.iter().map(|c| &*c.at.definition);
                 let (set, clear) = references::harvest(name, &result, consumers);
                 let mut outcome = if empty {
                     let mut o =
@@ -940,7 +969,7 @@ impl Engine {
         &self,
         cx: &Context<'_>,
         trace: &mut Trace,
-        loaded: &Loaded,
+        loaded: &Loaded<'_>,
         result: &Value,
     ) -> Outcome {
         let started = Instant::now();
@@ -1060,7 +1089,7 @@ fn shown(value: &Value) -> String {
 }
 
 /// Rule 4: the bound reference for `input`, if this conversation holds one.
-fn reference_for(cx: &Context<'_>, loaded: &Loaded, input: &str) -> Option<String> {
+fn reference_for(cx: &Context<'_>, loaded: &Loaded<'_>, input: &str) -> Option<String> {
     let (from, field) = references::binding(&loaded.at.definition, input)?;
     cx.references
         .iter()

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 
 use super::{CapabilityOffer, Offered, Plan, PlanOutcome, PlanRequest};
 use crate::agent::arguments;
@@ -256,6 +256,8 @@ fn select<'r, 'c>(
 /// ([`Index::of`]): a turn with 1,000 unchanged capabilities derives
 /// nothing and scores only the few sharing a word with the message.
 struct Index {
+    /// The fingerprints of the offers it was derived from, in order.
+    fingerprints: Vec<[u64; 2]>,
     entries: Vec<Arc<Entry>>,
     /// How many capabilities mention each key.
     mentions: HashMap<String, usize>,
@@ -329,22 +331,24 @@ fn entry(capability: &CapabilityOffer) -> Arc<Entry> {
 }
 
 impl Index {
-    /// The index of these offers, derived once per distinct offered set.
+    /// The index of these offers, derived once per distinct offered set:
+    /// found by a hash of the offers' fingerprints in order, and taken only
+    /// when its own fingerprints are those (a 64-bit hash may collide; the
+    /// comparison of 16-byte fingerprints cannot be fooled).
     fn of(capabilities: &[Offered<'_>]) -> Arc<Index> {
-        static INDEXES: OnceLock<Mutex<HashMap<[u64; 2], Arc<Index>>>> = OnceLock::new();
+        static INDEXES: OnceLock<Mutex<HashMap<u64, Arc<Index>>>> = OnceLock::new();
         let memo = INDEXES.get_or_init(Default::default);
-        let [a, b] = super::fingerprint_keys();
-        let (mut ha, mut hb) = (a.build_hasher(), b.build_hasher());
-        for capability in capabilities {
-            let f = capability.fingerprint();
-            f.hash(&mut ha);
-            f.hash(&mut hb);
-        }
-        let key = [ha.finish(), hb.finish()];
-        if let Some(found) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        let fingerprints: Vec<[u64; 2]> = capabilities.iter().map(|c| c.fingerprint()).collect();
+        let key = super::fingerprint_keys()[0].hash_one(&fingerprints);
+        if let Some(found) = memo
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned())
+            .filter(|index| index.fingerprints == fingerprints)
+        {
             return found;
         }
-        let made = Arc::new(Index::new(capabilities));
+        let made = Arc::new(Index::new(capabilities, fingerprints));
         if let Ok(mut m) = memo.lock() {
             if m.len() >= MAX_INDEXES {
                 m.clear();
@@ -354,8 +358,9 @@ impl Index {
         made
     }
 
-    fn new(capabilities: &[Offered<'_>]) -> Index {
+    fn new(capabilities: &[Offered<'_>], fingerprints: Vec<[u64; 2]>) -> Index {
         let mut index = Index {
+            fingerprints,
             entries: Vec::with_capacity(capabilities.len()),
             mentions: HashMap::new(),
             by_key: HashMap::new(),
