@@ -46,6 +46,7 @@ async fn main() {
         planner: Default::default(),
         limits: Default::default(),
         platform: Default::default(),
+        prompt: Default::default(),
     };
     let app = Application::build(&database, &keys, &serve).await.unwrap();
     let context = app.context();

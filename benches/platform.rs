@@ -139,6 +139,7 @@ async fn run(label: &str, database_url: &str, dir: &std::path::Path) {
             platform_access_token: Some("EAAG-bench".into()),
             ..Default::default()
         },
+        prompt: Default::default(),
     };
     let app = Application::build(&database, &keys, &serve).await.unwrap();
     let store = app.store().clone();

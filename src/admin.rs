@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{
     AccountCommand, AdminCommand, DatabaseArgs, GuestCommand, KeyCommand, MasterKeyArgs,
-    MasterKeyCommand, SigningKeyCommand, WebhookCommand,
+    MasterKeyCommand, PromptIntegrationCommand, SigningKeyCommand, WebhookCommand,
 };
 use crate::crypto::{api_key, master_key};
 use crate::store::{Constraint, DatabaseKind, Store, StoreError};
@@ -95,6 +95,7 @@ pub async fn execute(
             Ok(serde_json::to_value(rotation)?)
         }
         AdminCommand::Webhook(command) => webhook(store, database, master_key, command).await,
+        AdminCommand::PromptIntegration(command) => prompt_integration(store, command).await,
         AdminCommand::MasterKey(MasterKeyCommand::Rotate) => {
             let keyring = keyring(database, master_key)?;
             let mut counts = vault::rotate_master_key(store, &keyring)
@@ -199,6 +200,127 @@ async fn webhook(
                 out["account"] = json!(name);
             }
             Ok(out)
+        }
+    }
+}
+
+/// `warden admin prompt-integration …`: each prints the public bundle.
+async fn prompt_integration(
+    store: &Store,
+    command: PromptIntegrationCommand,
+) -> anyhow::Result<Value> {
+    use crate::prompt::manifest::{self, Bundle, BundleSettings, Manifest};
+    use crate::store::prompt_integrations::{
+        NewPromptIntegration, PromptIntegrationRow, STATUS_ACTIVE, STATUS_DISABLED,
+    };
+    let settings = |bundle: &crate::cli::BundleArgs| BundleSettings {
+        public_base_url: bundle.public_base_url.clone(),
+        sitekey: bundle.challenge_sitekey.clone(),
+    };
+    let bundle_of =
+        |row: &PromptIntegrationRow, settings: &BundleSettings| -> anyhow::Result<Value> {
+            let manifest: Manifest = serde_json::from_str(&row.manifest)
+                .with_context(|| format!("the stored manifest of {} is unreadable", row.id))?;
+            Ok(serde_json::to_value(Bundle::of(row, &manifest, settings))?)
+        };
+    let read_manifest = |path: &std::path::Path| {
+        read_bounded(path, manifest::MAX_MANIFEST_BYTES)
+            .with_context(|| format!("cannot read the manifest {}", path.display()))
+    };
+    let found = |row: Option<PromptIntegrationRow>, id: &str| {
+        row.with_context(|| format!("no prompt integration with id {id:?}"))
+    };
+    let now = crate::clock::now_millis();
+    match command {
+        PromptIntegrationCommand::Create {
+            account,
+            manifest: path,
+            bundle,
+            sandbox,
+        } => {
+            let account_id = find_account(store, &account).await?;
+            let text = read_manifest(&path)?;
+            let sandbox = crate::sandbox::PolicySandbox::load(&sandbox)?;
+            let parsed = Manifest::parse(&text, &sandbox, &account_id).await?;
+            let id = manifest::new_public_id();
+            let action = manifest::new_challenge_action();
+            store
+                .create_prompt_integration(
+                    &account_id,
+                    &NewPromptIntegration {
+                        id: &id,
+                        name: &parsed.name,
+                        origin: &parsed.origin,
+                        challenge_action: &action,
+                        manifest: &serde_json::to_string(&parsed)?,
+                    },
+                    now,
+                )
+                .await?;
+            tracing::info!(account = %account, integration = %id, origin = %parsed.origin, "prompt integration created");
+            let row = found(store.get_prompt_integration(&id).await?, &id)?;
+            bundle_of(&row, &settings(&bundle))
+        }
+        PromptIntegrationCommand::List { account, bundle } => {
+            let account_id = find_account(store, &account).await?;
+            let settings = settings(&bundle);
+            let bundles = store
+                .list_prompt_integrations(&account_id)
+                .await?
+                .iter()
+                .map(|row| bundle_of(row, &settings))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(json!({"account": account, "prompt_integrations": bundles}))
+        }
+        PromptIntegrationCommand::Show { id, bundle } => {
+            let row = found(store.get_prompt_integration(&id).await?, &id)?;
+            bundle_of(&row, &settings(&bundle))
+        }
+        PromptIntegrationCommand::Disable { id, bundle } => {
+            if !store
+                .set_prompt_integration_status(&id, STATUS_DISABLED, now)
+                .await?
+            {
+                bail!("no prompt integration with id {id:?}");
+            }
+            tracing::info!(integration = %id, "prompt integration disabled");
+            let row = found(store.get_prompt_integration(&id).await?, &id)?;
+            bundle_of(&row, &settings(&bundle))
+        }
+        PromptIntegrationCommand::Enable { id, bundle } => {
+            if !store
+                .set_prompt_integration_status(&id, STATUS_ACTIVE, now)
+                .await?
+            {
+                bail!("no prompt integration with id {id:?}");
+            }
+            tracing::info!(integration = %id, "prompt integration enabled");
+            let row = found(store.get_prompt_integration(&id).await?, &id)?;
+            bundle_of(&row, &settings(&bundle))
+        }
+        PromptIntegrationCommand::Update {
+            id,
+            manifest: path,
+            bundle,
+            sandbox,
+        } => {
+            let row = found(store.get_prompt_integration(&id).await?, &id)?;
+            let text = read_manifest(&path)?;
+            let sandbox = crate::sandbox::PolicySandbox::load(&sandbox)?;
+            let parsed = Manifest::parse(&text, &sandbox, &row.account()).await?;
+            store
+                .update_prompt_integration(
+                    &id,
+                    &parsed.name,
+                    &parsed.origin,
+                    &serde_json::to_string(&parsed)?,
+                    now,
+                )
+                .await?
+                .with_context(|| format!("no prompt integration with id {id:?}"))?;
+            tracing::info!(integration = %id, origin = %parsed.origin, "prompt integration updated");
+            let row = found(store.get_prompt_integration(&id).await?, &id)?;
+            bundle_of(&row, &settings(&bundle))
         }
     }
 }

@@ -109,10 +109,58 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub platform: PlatformArgs,
 
+    #[command(flatten)]
+    pub prompt: PromptArgs,
+
     /// Serve an interactive API reference (Swagger UI, embedded in the
     /// binary) at `/docs`. Off by default.
     #[arg(long, env = "WARDEN_DOCS_UI", default_value_t = false)]
     pub docs_ui: bool,
+}
+
+/// Prompt integrations (contract 2.13, 4.4): the challenge verifier the
+/// execute route asks, and which client address its burst limit counts.
+/// Without a verify URL and secret every execute answers 503 (no token
+/// can be checked); the operator commands work regardless.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PromptArgs {
+    /// A siteverify-compatible endpoint (Cloudflare Turnstile's protocol),
+    /// e.g. https://challenges.cloudflare.com/turnstile/v0/siteverify.
+    #[arg(long, env = "WARDEN_CHALLENGE_VERIFY_URL")]
+    pub challenge_verify_url: Option<String>,
+
+    /// The verifier's secret (sent only to the verifier; never logged).
+    #[arg(long, env = "WARDEN_CHALLENGE_SECRET", hide_env_values = true)]
+    pub challenge_secret: Option<String>,
+
+    /// Deadline of one verification, in milliseconds.
+    #[arg(long, env = "WARDEN_CHALLENGE_TIMEOUT_MS", default_value_t = 5_000)]
+    pub challenge_timeout_ms: u64,
+
+    /// A request header holding the client's IP address, trusted as such
+    /// (set it only behind a proxy that overwrites it, e.g.
+    /// X-Forwarded-For or CF-Connecting-IP). Unset: the connection's peer
+    /// address is the client's.
+    #[arg(long, env = "WARDEN_CLIENT_IP_HEADER")]
+    pub client_ip_header: Option<String>,
+}
+
+/// What a prompt integration's public bundle points at: printed by the
+/// operator commands, for the page that renders the form.
+#[derive(Debug, Clone, Default, Args)]
+pub struct BundleArgs {
+    /// The challenge widget's site key (public), printed in each bundle.
+    #[arg(long, env = "WARDEN_CHALLENGE_SITEKEY", default_value = "")]
+    pub challenge_sitekey: String,
+
+    /// The base URL browsers reach this service at, for the bundle's
+    /// `endpoint` (e.g. https://warden.example.com).
+    #[arg(
+        long,
+        env = "WARDEN_PUBLIC_BASE_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub public_base_url: String,
 }
 
 /// The messaging-platform channel (contract 2.12, 4.3): the webhook's two
@@ -326,6 +374,64 @@ pub enum AdminCommand {
     /// Connect messaging-platform numbers and watch their inbound queue.
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// Manage prompt integrations: browser-callable JSON forms (contract
+    /// 2.13). Each command prints the integration's public bundle, which
+    /// never holds the prompt, the output schema or a secret.
+    #[command(subcommand, name = "prompt-integration")]
+    PromptIntegration(PromptIntegrationCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PromptIntegrationCommand {
+    /// Register a manifest (JSON: version 1, name, origin, data_classification
+    /// "non_sensitive", prompt, input_schema, output_schema); the schemas are
+    /// checked by the policy guest against the supported subset.
+    Create {
+        #[arg(long)]
+        account: String,
+        /// The manifest file (at most 256 KiB).
+        #[arg(long)]
+        manifest: PathBuf,
+        #[command(flatten)]
+        bundle: BundleArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// The account's integrations, as bundles.
+    List {
+        #[arg(long)]
+        account: String,
+        #[command(flatten)]
+        bundle: BundleArgs,
+    },
+    /// One integration's bundle, with its current status.
+    Show {
+        id: String,
+        #[command(flatten)]
+        bundle: BundleArgs,
+    },
+    /// Stop serving it: its execute route answers 404 INTEGRATION_DISABLED.
+    Disable {
+        id: String,
+        #[command(flatten)]
+        bundle: BundleArgs,
+    },
+    /// Serve it again.
+    Enable {
+        id: String,
+        #[command(flatten)]
+        bundle: BundleArgs,
+    },
+    /// Replace the manifest: same id and challenge action, revision + 1.
+    Update {
+        id: String,
+        #[arg(long)]
+        manifest: PathBuf,
+        #[command(flatten)]
+        bundle: BundleArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]

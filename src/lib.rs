@@ -14,6 +14,7 @@ pub mod domain;
 pub mod executor;
 pub mod http_server;
 pub mod platform;
+pub mod prompt;
 pub mod sandbox;
 pub mod signing;
 pub mod startup;

@@ -20,7 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use warden_host::{DefinitionOptions, GuestSource, Sandbox, SandboxConfig, SchemaRef};
-pub use warden_host::{InteractionKind, SandboxError, ShapedInteraction, Violation};
+pub use warden_host::{
+    IntegrationSchemaKind, InteractionKind, SandboxError, ShapedInteraction, Violation,
+};
 
 use crate::cli::SandboxArgs;
 use crate::domain::account::AccountId;
@@ -231,6 +233,45 @@ impl PolicySandbox {
                     })
                     .collect()
             })
+    }
+
+    /// A prompt-integration schema against the subset of contract 2.13:
+    /// its violations (none: acceptable).
+    pub async fn check_integration_schema(
+        &self,
+        account: &AccountId,
+        kind: IntegrationSchemaKind,
+        schema: String,
+    ) -> Result<Vec<Violation>, SandboxError> {
+        let (sandbox, scope) = (self.sandbox.clone(), scope(account));
+        run_blocking(move || {
+            sandbox
+                .check_integration_schema(&scope, kind, &schema)
+                .map(violations_of)
+        })
+        .await
+    }
+
+    /// A prompt-integration input, or a model's output, against a schema
+    /// that passed [`Self::check_integration_schema`]: its violations.
+    pub async fn validate_integration(
+        &self,
+        account: &AccountId,
+        schema_key: String,
+        schema: String,
+        value: String,
+    ) -> Result<Vec<Violation>, SandboxError> {
+        let (sandbox, scope) = (self.sandbox.clone(), scope(account));
+        run_blocking(move || {
+            let schema = SchemaRef {
+                key: &schema_key,
+                text: &schema,
+            };
+            sandbox
+                .validate_integration(&scope, schema, &value)
+                .map(violations_of)
+        })
+        .await
     }
 
     /// A `host_interaction` result shaped into the closed interaction.

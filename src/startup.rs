@@ -57,6 +57,7 @@ impl Application {
             signer.clone(),
         );
         let planner = planner(&serve.planner)?;
+        let prompt = prompt_channel(&serve.prompt, keyring.current())?;
         let engine = Engine::new(store.clone(), executor.clone(), planner, keyring.clone());
         let (platform, worker) =
             match platform_channel(&serve.platform, serve.sandbox.dev_allow_loopback)? {
@@ -98,6 +99,7 @@ impl Application {
             executor,
             engine,
             platform,
+            prompt,
         });
         let listener = TcpListener::bind(serve.listen)
             .await
@@ -195,7 +197,55 @@ async fn housekeeping(store: Store) {
             ),
             Err(err) => tracing::warn!(error = %err, "could not purge expired channel state"),
         }
+        // Spent challenge tokens outlive their validity by hours; burst
+        // rows idle for a day count nothing.
+        match store.purge_prompt_limits(day_ago).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(purged = n, "old prompt-integration limit rows purged"),
+            Err(err) => tracing::warn!(error = %err, "could not purge prompt-integration limits"),
+        }
     }
+}
+
+/// The prompt integrations' verifier when its URL and secret are set; one
+/// without the other is a configuration mistake, refused at start.
+fn prompt_channel(
+    args: &crate::cli::PromptArgs,
+    master: &crate::crypto::master_key::MasterKey,
+) -> anyhow::Result<Option<crate::prompt::PromptChannel>> {
+    let client_ip_header = match &args.client_ip_header {
+        Some(name) => Some(
+            axum::http::HeaderName::from_bytes(name.trim().as_bytes()).with_context(|| {
+                format!("WARDEN_CLIENT_IP_HEADER {name:?} is not a header name")
+            })?,
+        ),
+        None => None,
+    };
+    let (url, secret) = match (&args.challenge_verify_url, &args.challenge_secret) {
+        (Some(url), Some(secret)) => (url, secret),
+        (None, None) => {
+            tracing::info!(
+                "prompt integrations: no challenge verifier configured; executions answer 503"
+            );
+            return Ok(None);
+        }
+        _ => anyhow::bail!(
+            "set both WARDEN_CHALLENGE_VERIFY_URL and WARDEN_CHALLENGE_SECRET, or neither"
+        ),
+    };
+    let parsed = url::Url::parse(url).context("WARDEN_CHALLENGE_VERIFY_URL is not a URL")?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        anyhow::bail!("WARDEN_CHALLENGE_VERIFY_URL must be http(s)");
+    }
+    Ok(Some(crate::prompt::PromptChannel {
+        verifier: crate::prompt::challenge::Verifier::new(
+            url.clone(),
+            secret.clone(),
+            Duration::from_millis(args.challenge_timeout_ms.max(100)),
+        ),
+        client_ip_header,
+        client_key: crate::prompt::client_key(master),
+    }))
 }
 
 /// The platform channel when both webhook secrets are set; one without the

@@ -38,6 +38,9 @@ closed_set! {
         PayloadTooLarge = "PAYLOAD_TOO_LARGE",
         RequestTooLarge = "REQUEST_TOO_LARGE",
         ValidationError = "VALIDATION_ERROR",
+        OriginDenied = "ORIGIN_DENIED",
+        ChallengeInvalid = "CHALLENGE_INVALID",
+        IntegrationDisabled = "INTEGRATION_DISABLED",
         RateLimited = "RATE_LIMITED",
         DailyQuotaExceeded = "DAILY_QUOTA_EXCEEDED",
         InternalError = "INTERNAL_ERROR",
@@ -149,8 +152,64 @@ pub enum ApiError {
     /// The request outlived the server's whole-request deadline.
     #[error("the request did not finish in time; retry later")]
     DeadlineElapsed,
+    /// A refusal of the prompt-integration route (contract 7's table).
+    #[error("{message}")]
+    Prompt {
+        refusal: PromptRefusal,
+        message: String,
+    },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
+}
+
+/// The prompt-integration route's own refusals, each with its status and
+/// code (contract 7, prompt-integration codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromptRefusal {
+    IntegrationDisabled,
+    OriginDenied,
+    RateLimited,
+    RequestTooLarge,
+    ChallengeInvalid,
+    DailyQuotaExceeded,
+    ModelOutputInvalid,
+    /// The challenge verifier is down or not configured.
+    VerifierUnavailable,
+}
+
+impl PromptRefusal {
+    pub fn status_and_code(self) -> (StatusCode, ErrorCode) {
+        match self {
+            PromptRefusal::IntegrationDisabled => {
+                (StatusCode::NOT_FOUND, ErrorCode::IntegrationDisabled)
+            }
+            PromptRefusal::OriginDenied => (StatusCode::FORBIDDEN, ErrorCode::OriginDenied),
+            PromptRefusal::RateLimited => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited),
+            PromptRefusal::RequestTooLarge => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::RequestTooLarge)
+            }
+            PromptRefusal::ChallengeInvalid => (StatusCode::FORBIDDEN, ErrorCode::ChallengeInvalid),
+            PromptRefusal::DailyQuotaExceeded => {
+                (StatusCode::TOO_MANY_REQUESTS, ErrorCode::DailyQuotaExceeded)
+            }
+            PromptRefusal::ModelOutputInvalid => {
+                (StatusCode::BAD_GATEWAY, ErrorCode::ModelOutputInvalid)
+            }
+            PromptRefusal::VerifierUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::ServiceUnavailable,
+            ),
+        }
+    }
+}
+
+impl ApiError {
+    pub fn prompt(refusal: PromptRefusal, message: impl Into<String>) -> Self {
+        ApiError::Prompt {
+            refusal,
+            message: message.into(),
+        }
+    }
 }
 
 /// What [`shape_errors`] needs to render an error body.
@@ -204,6 +263,7 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::ServiceUnavailable,
             ),
+            ApiError::Prompt { refusal, .. } => refusal.status_and_code(),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError),
         };
         let violations = match self {

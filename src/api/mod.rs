@@ -32,6 +32,7 @@ pub mod openapi;
 pub mod operation_results;
 pub mod platform_webhook;
 pub mod policy;
+pub mod prompt_integrations;
 pub mod request_log;
 
 /// What every handler can reach.
@@ -51,6 +52,9 @@ pub struct AppContext {
     pub engine: Engine,
     /// The messaging-platform channel, when configured (else its routes 404).
     pub platform: Option<crate::platform::PlatformChannel>,
+    /// Prompt integrations' challenge verifier, when configured (else every
+    /// execute answers 503 once it reaches the token).
+    pub prompt: Option<crate::prompt::PromptChannel>,
 }
 
 pub type AppState = Arc<AppContext>;
@@ -92,6 +96,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(
             platform_webhook::verify_platform_webhook,
             platform_webhook::receive_platform_webhook
+        ))
+        // 4.4 Prompt integrations (public, no API key).
+        .routes(routes!(
+            prompt_integrations::preflight_prompt_integration,
+            prompt_integrations::execute_prompt_integration
         ))
         // 4.5 Agent policy.
         .routes(routes!(

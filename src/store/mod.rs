@@ -29,6 +29,7 @@ pub mod gap_events;
 pub mod idempotency;
 pub mod platform;
 pub mod policy;
+pub mod prompt_integrations;
 pub mod signing_keys;
 
 pub use error::{Constraint, StoreError};

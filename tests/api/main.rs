@@ -30,6 +30,7 @@ mod planner_openai;
 mod platform_durability;
 mod platform_webhook;
 mod policy;
+mod prompt_integrations;
 mod pruning;
 mod secret_sweep;
 mod signing;

@@ -34,6 +34,18 @@ async fn served(app: &TestApp) -> Value {
 const CONTRACT_OPERATIONS: &[(&str, &str, &str, bool)] = &[
     ("get", "/health", "getHealth", false),
     (
+        "options",
+        "/v1/prompt-integrations/{publicId}/execute",
+        "preflightPromptIntegration",
+        false,
+    ),
+    (
+        "post",
+        "/v1/prompt-integrations/{publicId}/execute",
+        "executePromptIntegration",
+        false,
+    ),
+    (
         "get",
         "/v1/webhooks/platform",
         "verifyPlatformWebhook",
@@ -136,7 +148,7 @@ const CONTRACT_OPERATIONS: &[(&str, &str, &str, bool)] = &[
     ),
 ];
 
-const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
+const METHODS: [&str; 6] = ["get", "put", "post", "delete", "patch", "options"];
 
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,11 +183,12 @@ async fn the_served_document_is_the_checked_in_one(backend: Backend) {
             assert!(security.is_null(), "{path} is public");
         }
         // Both error shapes are documented where they apply.
-        let shape = if path.starts_with("/v1/channels/") {
-            "NestedError"
-        } else {
-            "FlatError"
-        };
+        let shape =
+            if path.starts_with("/v1/channels/") || path.starts_with("/v1/prompt-integrations/") {
+                "NestedError"
+            } else {
+                "FlatError"
+            };
         for (status, response) in operation["responses"].as_object().unwrap() {
             if status.starts_with('4') || status.starts_with('5') {
                 assert_eq!(
@@ -226,6 +239,12 @@ async fn the_served_document_is_the_checked_in_one(backend: Backend) {
             ["Idempotency-Replayed"]
             .is_null()
     );
+    // A 429 says when to come back (contract 7).
+    let execute = &document["paths"]["/v1/prompt-integrations/{publicId}/execute"];
+    assert!(!execute["post"]["responses"]["429"]["headers"]["Retry-After"].is_null());
+    assert!(
+        !execute["options"]["responses"]["204"]["headers"]["Access-Control-Allow-Origin"].is_null()
+    );
     // Closed where the contract says "no other properties".
     let schemas = &document["components"]["schemas"];
     for closed in ["AgentPolicy", "Health", "TestRequest"] {
@@ -241,6 +260,7 @@ fn concrete(path: &str) -> String {
     path.replace("{capabilityId}", "cap_doesnotexist")
         .replace("{credentialRef}", "cred_doesnotexist")
         .replace("{conversationId}", "conv_doesnotexist")
+        .replace("{publicId}", "pi_public_doesnotexist0000000")
 }
 
 #[apply(backends)]
@@ -272,6 +292,14 @@ async fn every_documented_operation_is_routed(backend: Backend) {
                 .await
                 .unwrap();
             let status = response.status().as_u16();
+            if path.starts_with("/v1/prompt-integrations/") {
+                // Public; an unknown integration, told apart from the
+                // fallback's "no such route" by its message.
+                let (status, body) = status_and_json(response).await;
+                assert_eq!(status, 404, "{method} {path}: {body}");
+                assert_eq!(body["error"]["message"], "no such prompt integration");
+                continue;
+            }
             let expected: u16 = match (path.as_str(), method) {
                 // No hub.* parameters: the handshake fails.
                 ("/v1/webhooks/platform", "get") => 403,

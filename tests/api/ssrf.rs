@@ -278,6 +278,7 @@ async fn serve_resolving(app: &TestApp, lookup: Arc<ScriptedLookup>) -> String {
         executor: executor(app, lookup),
         engine: ctx.engine.clone(),
         platform: None,
+        prompt: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

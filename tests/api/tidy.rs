@@ -79,6 +79,7 @@ fn outbound_http_stays_in_the_executor_and_the_planner() {
         "src/agent/planner/openai.rs",
         "src/signing/",
         "src/platform/send_api.rs",
+        "src/prompt/challenge.rs",
     ];
     let hits = offenders("reqwest", &allowed);
     assert!(

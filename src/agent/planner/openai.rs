@@ -137,6 +137,31 @@ impl OpenAiPlanner {
 
     /// Calls the backend, retrying a transient failure after a pause while
     /// the budget lasts. The error is a reason safe to log.
+    /// A JSON-mode completion (`response_format: json_object`): the
+    /// operator's `system` prompt and the `user` content. The answer's text
+    /// as the model wrote it (`None`: it wrote none); whether it is the JSON
+    /// asked for is the caller's to judge. One retry on a transient failure.
+    pub async fn json_completion(
+        &self,
+        system: &str,
+        user: &str,
+    ) -> Result<Option<String>, PlannerError> {
+        let body = json!({
+            "model": self.config.model,
+            "messages": [
+                system_message(system.to_owned()),
+                {"role": "user", "content": user},
+            ],
+            "response_format": {"type": "json_object"},
+        });
+        let mut budget = Budget::default();
+        let message = self
+            .complete_with_retry(&body, &mut budget)
+            .await
+            .map_err(PlannerError::Unavailable)?;
+        Ok(message.content)
+    }
+
     async fn complete_with_retry(
         &self,
         body: &Value,

@@ -90,6 +90,43 @@ impl TestApp {
         limits: warden::cli::ClientLimits,
         platform: warden::cli::PlatformArgs,
     ) -> Self {
+        Self::spawn_serving(
+            db,
+            dev_allow_loopback,
+            planner,
+            limits,
+            platform,
+            Default::default(),
+        )
+        .await
+    }
+
+    /// A loopback-enabled server with prompt integrations' verifier
+    /// configured and this planner (the model prompt integrations call).
+    pub async fn spawn_with_prompt(
+        db: TestDb,
+        planner: PlannerArgs,
+        prompt: warden::cli::PromptArgs,
+    ) -> Self {
+        Self::spawn_serving(
+            db,
+            true,
+            planner,
+            Default::default(),
+            Default::default(),
+            prompt,
+        )
+        .await
+    }
+
+    async fn spawn_serving(
+        db: TestDb,
+        dev_allow_loopback: bool,
+        planner: PlannerArgs,
+        limits: warden::cli::ClientLimits,
+        platform: warden::cli::PlatformArgs,
+        prompt: warden::cli::PromptArgs,
+    ) -> Self {
         let serve = ServeArgs {
             docs_ui: false,
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -101,6 +138,7 @@ impl TestApp {
             planner,
             limits,
             platform,
+            prompt,
         };
         let keys = MasterKeyArgs {
             master_key: Some(MASTER_KEY.into()),

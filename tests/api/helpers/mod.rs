@@ -9,6 +9,7 @@ mod db;
 pub mod endpoint;
 pub mod fake_inference;
 pub mod fake_send_api;
+pub mod fake_verifier;
 pub mod fixtures;
 mod process;
 pub mod shop;
