@@ -194,6 +194,11 @@ pub async fn execute_prompt_integration(
     h.insert(header::VARY, HeaderValue::from_static("Origin"));
     if let Some(origin) = origin {
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        // The page may read when to come back after a 429.
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("Retry-After"),
+        );
     }
     response
 }

@@ -664,6 +664,10 @@ async fn the_fourth_request_in_a_minute_from_one_client_is_rate_limited(backend:
     assert!((1..=60).contains(&wait), "{wait}");
     assert_eq!(headers["access-control-allow-origin"], ORIGIN);
     assert_eq!(
+        headers["access-control-expose-headers"], "Retry-After",
+        "the page may read it"
+    );
+    assert_eq!(
         forms.verifier.asked_about(&kept),
         0,
         "a limited request spends no token"
