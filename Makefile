@@ -18,7 +18,8 @@ SCHEMATHESIS_FUZZ_EXAMPLES ?= 500
 help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
 	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed), a short fuzz run,"
-	@echo "             and Schemathesis against a live server on both databases"
+	@echo "             Schemathesis against a live server on both databases, and the prompt-form example"
+	@echo "             in headless Chromium (screenshots in target/browser-test/)"
 	@echo "make openapi regenerate docs/openapi.json from the code"
 	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
 	@echo "make bench   sandbox figures and ratios against native; executor overhead per call;"
@@ -46,6 +47,7 @@ test: toolchain postgres
 	cd guest-policy && $(CARGO) test --locked -p warden-policy-rules
 	scripts/fuzz-smoke.sh
 	scripts/schemathesis-run.sh $(SCHEMATHESIS_EXAMPLES)
+	scripts/browser-test.sh
 
 # cd, not --manifest-path: guest-policy/.cargo/config.toml (wasm SIMD) is read from the current directory.
 guest: toolchain
