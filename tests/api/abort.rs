@@ -10,14 +10,19 @@
 //! - revisions are contiguous and match each capability's current revision;
 //! - a claimed `Client-Event-Id` belongs to a turn that was written, and a
 //!   written turn's claim is kept;
-//! - no conversation exists without its messages.
+//! - no conversation exists without its messages;
+//! - (prompt integrations, their own test) every execution that reached the
+//!   model is recorded, and the day's reservations equal the executions that
+//!   succeeded: a failed one gave its reservation back.
 //!
 //! The seed is printed; `WARDEN_ABORT_SEED` replays a run and
 //! `WARDEN_ABORT_ROUNDS` (default 24 per route) makes it longer.
 
+use crate::helpers::fake_inference::FakeReply;
 use crate::helpers::fixtures::{CREDENTIAL, valid_definition};
 use crate::helpers::shop::*;
 use crate::helpers::*;
+use crate::prompt_integrations::{Forms, GOOD_OUTPUT, IP_HEADER, ORIGIN, topic};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -35,13 +40,20 @@ struct Probe {
 
 impl Probe {
     fn new(method: &str, path: &str, key: &str, headers: &[(&str, String)], body: &Value) -> Self {
+        let mut all = vec![("authorization", format!("Bearer {key}"))];
+        all.extend_from_slice(headers);
+        Probe::public(method, path, &all, body)
+    }
+
+    /// A request with no bearer key (the public routes).
+    fn public(method: &str, path: &str, headers: &[(&str, String)], body: &Value) -> Self {
         let body = if body.is_null() {
             Vec::new()
         } else {
             body.to_string().into_bytes()
         };
         let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nhost: warden\r\nauthorization: Bearer {key}\r\n\
+            "{method} {path} HTTP/1.1\r\nhost: warden\r\n\
              content-type: application/json\r\ncontent-length: {}\r\n",
             body.len()
         );
@@ -385,4 +397,116 @@ async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) 
         .put_credential(&shop.key, CREDENTIAL, &secret)
         .await;
     assert_eq!(status, 201);
+}
+
+/// Hangs up `probes`, a few at a time, each at a random moment.
+async fn hang_up_all(address: SocketAddr, probes: Vec<Probe>, rng: &mut StdRng) {
+    let mut probes = probes.into_iter().peekable();
+    while probes.peek().is_some() {
+        let batch: Vec<_> = probes
+            .by_ref()
+            .take(4)
+            .map(|probe| {
+                let cut = Cut::random(rng);
+                let split = rng.gen_range(0.0..1.0);
+                tokio::spawn(send_and_hang_up(address, probe, cut, split))
+            })
+            .collect();
+        for task in batch {
+            task.await.unwrap();
+        }
+    }
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_up_prompt_executions_give_back_what_they_reserved(backend: Backend) {
+    let seed = seed();
+    eprintln!("abort harness seed: {seed} (WARDEN_ABORT_SEED replays it)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    // The model takes 0–15 ms, so hang-ups land while it thinks; every other
+    // answer breaks the output schema, so half the executions that reach it
+    // fail and must give their reservation back.
+    let replies = (0..1000u64)
+        .map(|i| {
+            let answer = if i % 2 == 0 {
+                FakeReply::text(GOOD_OUTPUT)
+            } else {
+                FakeReply::text(r#"{"title": 7}"#)
+            };
+            FakeReply::Delayed(Duration::from_millis(i % 16), Box::new(answer))
+        })
+        .collect();
+    let forms = Forms::open_with_model(backend, replies).await;
+    let address: SocketAddr = forms
+        .app
+        .address
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let path = format!("/v1/prompt-integrations/{}/execute", forms.id);
+    // At most half of them succeed: the day's quota is never what stops one.
+    let rounds = rounds().min(2 * (warden::store::prompt_integrations::DAILY_QUOTA as usize - 2));
+    let probes = (0..rounds)
+        .map(|i| {
+            Probe::public(
+                "POST",
+                &path,
+                &[
+                    ("origin", ORIGIN.to_owned()),
+                    // A client of its own each: the burst limit stays out of the way.
+                    (IP_HEADER, format!("10.7.{}.{}", i / 256, i % 256)),
+                ],
+                &topic(&format!("boots {i}"), &forms.token()),
+            )
+        })
+        .collect();
+    hang_up_all(address, probes, &mut rng).await;
+
+    // Detached executions finish on their own; then the books balance.
+    let store = &forms.app.store;
+    let id = &forms.id;
+    let count = |sql: String| async move { scalar(store, &sql).await };
+    let (mut reached, mut recorded, mut reserved, mut succeeded) = (0, -1, -1, -2);
+    for _ in 0..100 {
+        reached = forms.model.requests().len() as i64;
+        recorded = count(format!(
+            "SELECT COUNT(*) FROM prompt_integration_usage WHERE integration_id = '{id}' \
+             AND outcome <> 'quota_exceeded'"
+        ))
+        .await;
+        reserved = count(format!(
+            "SELECT CAST(COALESCE(SUM(reserved), 0) AS BIGINT) FROM prompt_integration_quota \
+             WHERE integration_id = '{id}'"
+        ))
+        .await;
+        succeeded = count(format!(
+            "SELECT COUNT(*) FROM prompt_integration_usage WHERE integration_id = '{id}' \
+             AND outcome = 'succeeded'"
+        ))
+        .await;
+        if recorded == reached && reserved == succeeded {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "abort harness: {rounds} prompt executions aborted on {backend:?}; \
+         {reached} reached the model, {succeeded} succeeded"
+    );
+    assert_eq!(
+        recorded, reached,
+        "every execution that reached the model is recorded"
+    );
+    assert_eq!(
+        reserved, succeeded,
+        "the day's reservations are the executions that succeeded"
+    );
+
+    // And the integration still answers a whole request.
+    forms.model.set_script(vec![FakeReply::text(GOOD_OUTPUT)]);
+    let (status, body, _) = forms
+        .execute("10.8.0.1", &topic("boots", &forms.token()))
+        .await;
+    assert_eq!(status, 200, "{body}");
 }

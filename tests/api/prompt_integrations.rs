@@ -9,11 +9,11 @@ use crate::helpers::*;
 use serde_json::{Value, json};
 use warden::cli::{AdminCommand, BundleArgs, PlannerArgs, PromptArgs, PromptIntegrationCommand};
 
-const ORIGIN: &str = "https://forms.shop.example";
-const HOST: &str = "forms.shop.example";
+pub(crate) const ORIGIN: &str = "https://forms.shop.example";
+pub(crate) const HOST: &str = "forms.shop.example";
 const PROMPT: &str = "Write a catchy product title for the topic given. SECRET-PROMPT-MARKER";
 /// The header tests use to act as many clients (WARDEN_CLIENT_IP_HEADER).
-const IP_HEADER: &str = "x-test-client-ip";
+pub(crate) const IP_HEADER: &str = "x-test-client-ip";
 
 fn manifest() -> Value {
     json!({
@@ -36,13 +36,13 @@ fn bundle_args() -> BundleArgs {
     }
 }
 
-struct Forms {
-    app: TestApp,
+pub(crate) struct Forms {
+    pub(crate) app: TestApp,
     verifier: FakeVerifier,
-    model: FakeInference,
+    pub(crate) model: FakeInference,
     /// The bundle `create` printed.
     bundle: Value,
-    id: String,
+    pub(crate) id: String,
     action: String,
 }
 
@@ -64,12 +64,17 @@ fn planner(model: &FakeInference) -> PlannerArgs {
     }
 }
 
-const GOOD_OUTPUT: &str = r#"{"title": "Boots that MODEL-OUTPUT-MARKER"}"#;
+pub(crate) const GOOD_OUTPUT: &str = r#"{"title": "Boots that MODEL-OUTPUT-MARKER"}"#;
 
 impl Forms {
     async fn open(backend: Backend) -> Forms {
+        Forms::open_with_model(backend, vec![FakeReply::text(GOOD_OUTPUT)]).await
+    }
+
+    /// An integration whose model answers from `replies` (the last repeats).
+    pub(crate) async fn open_with_model(backend: Backend, replies: Vec<FakeReply>) -> Forms {
         let verifier = FakeVerifier::start().await;
-        let model = FakeInference::start(vec![FakeReply::text(GOOD_OUTPUT)]).await;
+        let model = FakeInference::start(replies).await;
         let app = TestApp::spawn_with_prompt(
             TestDb::new(backend).await,
             planner(&model),
@@ -89,7 +94,7 @@ impl Forms {
         }
     }
 
-    fn token(&self) -> String {
+    pub(crate) fn token(&self) -> String {
         mint(HOST, &self.action, true)
     }
 
@@ -112,7 +117,11 @@ impl Forms {
         request.send().await.unwrap()
     }
 
-    async fn execute(&self, ip: &str, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {
+    pub(crate) async fn execute(
+        &self,
+        ip: &str,
+        body: &Value,
+    ) -> (u16, Value, reqwest::header::HeaderMap) {
         let response = self.execute_as(&self.app, Some(ORIGIN), ip, body).await;
         let headers = response.headers().clone();
         let (status, body) = status_and_json(response).await;
@@ -165,7 +174,7 @@ async fn set_status(app: &TestApp, id: &str, enable: bool) -> Value {
     .await
 }
 
-fn topic(topic: &str, token: &str) -> Value {
+pub(crate) fn topic(topic: &str, token: &str) -> Value {
     json!({"input": {"topic": topic}, "challenge_token": token})
 }
 

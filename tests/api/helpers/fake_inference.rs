@@ -25,6 +25,8 @@ pub enum FakeReply {
     Garbage,
     /// 200 with exactly this JSON body.
     Json(Value),
+    /// The inner reply, after a pause (a model that takes its time).
+    Delayed(Duration, Box<FakeReply>),
 }
 
 impl FakeReply {
@@ -126,9 +128,13 @@ impl FakeInference {
 }
 
 async fn respond(reply: Option<FakeReply>) -> Response<Body> {
-    let Some(reply) = reply else {
+    let Some(mut reply) = reply else {
         return error_response(StatusCode::INTERNAL_SERVER_ERROR);
     };
+    while let FakeReply::Delayed(pause, inner) = reply {
+        tokio::time::sleep(pause).await;
+        reply = *inner;
+    }
     match reply {
         FakeReply::ToolCall { name, arguments } => {
             completion(tool_calls_message(&[(name, arguments)]))
@@ -148,6 +154,7 @@ async fn respond(reply: Option<FakeReply>) -> Response<Body> {
             .body(Body::from("<html>this is not JSON</html>"))
             .unwrap(),
         FakeReply::Json(body) => json_response(StatusCode::OK, &body),
+        FakeReply::Delayed(..) => unreachable!("unwrapped above"),
     }
 }
 
