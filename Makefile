@@ -12,14 +12,17 @@ WARDEN_ARGS ?=
 # server on both databases (`make test`; `make fuzz` runs SCHEMATHESIS_FUZZ_EXAMPLES).
 SCHEMATHESIS_EXAMPLES ?= 20
 SCHEMATHESIS_FUZZ_EXAMPLES ?= 500
+# Seconds of the soak per database (`make soak`).
+SOAK_SECONDS ?= 600
 
-.PHONY: help run test guest bench lint walkthrough fuzz openapi toolchain postgres
+.PHONY: help run test guest bench soak lint walkthrough fuzz openapi toolchain postgres
 
 help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
 	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed), a short fuzz run,"
-	@echo "             Schemathesis against a live server on both databases, and the prompt-form example"
-	@echo "             in headless Chromium (screenshots in target/browser-test/)"
+	@echo "             Schemathesis against a live server on both databases, a smoke of the load benchmark"
+	@echo "             and of the soak, and the prompt-form example in headless Chromium (screenshots in"
+	@echo "             target/browser-test/)"
 	@echo "make openapi regenerate docs/openapi.json from the code"
 	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
 	@echo "make bench   sandbox figures and ratios against native; executor overhead per call;"
@@ -28,6 +31,9 @@ help:
 	@echo "             the load benchmark: warden serve (release) on SQLite and PostgreSQL against a bare"
 	@echo "             relay and the endpoint alone, closed and open loop; writes docs/benchmarks.md and"
 	@echo "             docs/benchmarks-latency.svg (~15 min; WARDEN_BENCH_QUICK=1 for a quick look)"
+	@echo "make soak    SOAK_SECONDS (600) of steady turns and contract tests per database against warden"
+	@echo "             serve (release), watched for growth of memory, threads and descriptors; writes the"
+	@echo "             soak section of docs/benchmarks.md (a documented run, not CI)"
 	@echo "make lint    rustfmt check and clippy with warnings denied"
 	@echo "make walkthrough  a three-turn conversation against the example host endpoint"
 	@echo "make fuzz    the schema differential test for SCHEMA_DIFF_CASES (100000), then every fuzz target"
@@ -47,6 +53,7 @@ test: toolchain postgres
 	cd guest-policy && $(CARGO) test --locked -p warden-policy-rules
 	scripts/fuzz-smoke.sh
 	scripts/schemathesis-run.sh $(SCHEMATHESIS_EXAMPLES)
+	scripts/bench-smoke.sh
 	scripts/browser-test.sh
 
 # cd, not --manifest-path: guest-policy/.cargo/config.toml (wasm SIMD) is read from the current directory.
@@ -60,6 +67,10 @@ bench: toolchain postgres
 	$(CARGO) bench -p warden --bench platform
 	WARDEN_DIALOGUE_REPORT=1 $(CARGO) test --test api -- dialogues::the_dialogue_set::case_1_sqlite --exact --nocapture
 	$(CARGO) bench -p warden --bench load
+
+soak: toolchain postgres
+	@scripts/ensure-bench-tools.sh
+	WARDEN_BENCH_SOAK=$(SOAK_SECONDS) WARDEN_BENCH_WRITE=1 $(CARGO) bench -p warden --bench load
 
 walkthrough: toolchain
 	examples/walkthrough.sh

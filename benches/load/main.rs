@@ -26,7 +26,12 @@
 //! - `WARDEN_BENCH_ONLY=turn_1,relay`: only these scenarios;
 //! - `WARDEN_BENCH_POSTGRES_URL` (default the test suite's server);
 //! - `WARDEN_BENCH_PROFILE=turn_1`: `perf record` Warden during that
-//!   scenario's 8-connection run, and draw `docs/profile-<scenario>-<db>.svg`.
+//!   scenario's 8-connection run, and draw `docs/profile-<scenario>-<db>.svg`;
+//! - `WARDEN_BENCH_SMOKE=1` (`make test`, with the quick mode): fail if
+//!   any closed-loop run or soak slice saw an error;
+//! - `WARDEN_BENCH_SOAK=600`: instead of all the above, the soak
+//!   (`soak.rs`, `make soak`): that many seconds of steady load per database,
+//!   watched for growth; writes its own section of `docs/benchmarks.md`.
 
 mod conversation;
 mod load;
@@ -34,6 +39,7 @@ mod procs;
 mod profile;
 mod report;
 mod roles;
+mod soak;
 
 use load::{Measured, RequestSpec};
 use procs::Proc;
@@ -57,6 +63,10 @@ pub struct Config {
     only: Option<Vec<String>>,
     /// The scenario whose 8-connection run is profiled (`profile.rs`).
     profile: Option<String>,
+    /// The soak's length per database, if this run is the soak (`soak.rs`).
+    soak: Option<Duration>,
+    /// Fail on errors where none are expected (`make test`'s smoke).
+    smoke: bool,
 }
 
 impl Config {
@@ -88,6 +98,10 @@ impl Config {
                 .unwrap_or_else(|| vec!["sqlite".into(), "postgres".into()]),
             only: list("WARDEN_BENCH_ONLY"),
             profile: std::env::var("WARDEN_BENCH_PROFILE").ok(),
+            smoke: std::env::var("WARDEN_BENCH_SMOKE").is_ok_and(|v| v == "1"),
+            soak: std::env::var("WARDEN_BENCH_SOAK").ok().map(|v| {
+                Duration::from_secs(v.trim().parse().expect("WARDEN_BENCH_SOAK is seconds"))
+            }),
         }
     }
 
@@ -216,6 +230,7 @@ async fn bench() {
     };
 
     let mut rows = Vec::new();
+    let mut soaks = Vec::new();
     let baseline = |scenario, pid, spec| Target {
         scenario,
         backend: "-",
@@ -224,20 +239,22 @@ async fn bench() {
         config: &config,
         work,
     };
-    baseline(
-        "endpoint",
-        endpoint.pid(),
-        json_post(endpoint_url.clone(), &order),
-    )
-    .sweep(&config.connections, false, &mut rows)
-    .await;
-    baseline(
-        "relay",
-        relay.pid(),
-        json_post(format!("http://127.0.0.1:{relay_port}/relay"), &order),
-    )
-    .sweep(&config.connections, true, &mut rows)
-    .await;
+    if config.soak.is_none() {
+        baseline(
+            "endpoint",
+            endpoint.pid(),
+            json_post(endpoint_url.clone(), &order),
+        )
+        .sweep(&config.connections, false, &mut rows)
+        .await;
+        baseline(
+            "relay",
+            relay.pid(),
+            json_post(format!("http://127.0.0.1:{relay_port}/relay"), &order),
+        )
+        .sweep(&config.connections, true, &mut rows)
+        .await;
+    }
 
     let client = reqwest::Client::new();
     for backend in config.backends.clone() {
@@ -284,6 +301,34 @@ async fn bench() {
         let turn_body =
             json!({"user_id": "bench-user", "message": {"type": "text", "body": TURN_TEXT}})
                 .to_string();
+        let test_spec = authed(
+            "POST",
+            &format!("/v1/capabilities/{capability}/test"),
+            Some(json!({"arguments": {"order": "A-1001"}}).to_string()),
+        );
+        let turn_spec = authed(
+            "POST",
+            "/v1/channels/http/messages",
+            Some(turn_body.clone()),
+        );
+        if let Some(duration) = config.soak {
+            let sqlite_file = (backend == "sqlite").then(|| work.join("bench.db"));
+            soaks.push(
+                soak::run(
+                    backend,
+                    warden.pid(),
+                    [("turn_1", turn_spec), ("capability_test", test_spec)],
+                    duration,
+                    soak::slice(config.quick),
+                    sqlite_file.as_deref(),
+                    work,
+                )
+                .await,
+            );
+            drop(warden);
+            database.drop().await;
+            continue;
+        }
         let target = |scenario, spec| Target {
             scenario,
             backend,
@@ -304,26 +349,10 @@ async fn bench() {
         )
         .sweep(&config.connections, false, &mut rows)
         .await;
-        target(
-            "capability_test",
-            authed(
-                "POST",
-                &format!("/v1/capabilities/{capability}/test"),
-                Some(json!({"arguments": {"order": "A-1001"}}).to_string()),
-            ),
-        )
-        .sweep(&config.connections, true, &mut rows)
-        .await;
-        let turn = |scenario| {
-            target(
-                scenario,
-                authed(
-                    "POST",
-                    "/v1/channels/http/messages",
-                    Some(turn_body.clone()),
-                ),
-            )
-        };
+        target("capability_test", test_spec)
+            .sweep(&config.connections, true, &mut rows)
+            .await;
+        let turn = |scenario| target(scenario, turn_spec.clone());
         turn("turn_1")
             .sweep(&config.connections, true, &mut rows)
             .await;
@@ -346,6 +375,32 @@ async fn bench() {
     drop((endpoint, relay));
 
     let load_after = procs::load_average();
+    if config.smoke {
+        let failed: Vec<String> =
+            rows.iter()
+                .filter(|r| matches!(r.mode, Mode::Closed(_)) && r.m.errors > 0)
+                .map(report::line)
+                .chain(soaks.iter().flat_map(|s| {
+                    s.samples.iter().filter(|x| x.errors > 0).map(move |x| {
+                        format!("soak {} at {:?}: {} errors", s.backend, x.at, x.errors)
+                    })
+                }))
+                .collect();
+        assert!(
+            failed.is_empty(),
+            "errors under load:\n{}",
+            failed.join("\n")
+        );
+    }
+    if config.soak.is_some() {
+        let text = soak::markdown(&soaks, &load_before, &load_after);
+        println!("\n{text}");
+        if std::env::var("WARDEN_BENCH_WRITE").is_ok_and(|v| v != "0") {
+            report::write_section(&root, soak::BEGIN, soak::END, &text);
+            println!("wrote the soak section of docs/benchmarks.md");
+        }
+        return;
+    }
     let text = report::markdown(&rows, &config, &load_before, &load_after, started_at);
     println!("\n{text}");
     let write = (!config.quick && config.only.is_none())

@@ -193,17 +193,23 @@ pub fn markdown(
 /// Puts `text` between the markers of docs/benchmarks.md (keeping the prose
 /// around them) and draws docs/benchmarks-latency.svg.
 pub fn write_docs(root: &Path, text: &str, rows: &[Row]) {
-    let path = root.join("docs/benchmarks.md");
-    let old = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| format!("# Benchmarks\n\n{BEGIN}\n{END}\n"));
-    let (head, rest) = old
-        .split_once(BEGIN)
-        .expect("docs/benchmarks.md lost its begin marker");
-    let (_, tail) = rest
-        .split_once(END)
-        .expect("docs/benchmarks.md lost its end marker");
-    std::fs::write(&path, format!("{head}{BEGIN}\n{text}\n{END}{tail}")).unwrap();
+    write_section(root, BEGIN, END, text);
     plot(&root.join("docs/benchmarks-latency.svg"), rows).unwrap();
+}
+
+/// Replaces what lies between `begin` and `end` in docs/benchmarks.md;
+/// appends the markers if the document lacks them.
+pub fn write_section(root: &Path, begin: &str, end: &str, text: &str) {
+    let path = root.join("docs/benchmarks.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_else(|_| "# Benchmarks\n".into());
+    let old = if old.contains(begin) && old.contains(end) {
+        old
+    } else {
+        format!("{}\n{begin}\n{end}\n", old.trim_end())
+    };
+    let (head, rest) = old.split_once(begin).expect("begin marker");
+    let (_, tail) = rest.split_once(end).expect("end marker");
+    std::fs::write(&path, format!("{head}{begin}\n{text}\n{end}{tail}")).unwrap();
 }
 
 /// One line of the plot: its name, open loop or not, its (x, p99) points.

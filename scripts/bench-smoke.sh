@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# A short run of the load benchmark and of the soak, as part of `make test`,
+# so neither rots between `make bench` runs: the debug build (shared with
+# the tests), a few seconds per scenario, and a failure on any error under
+# closed-loop load. The figures it prints mean nothing (a debug build, a
+# busy machine); `make bench` and `make soak` are the measurements.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+scripts/ensure-bench-tools.sh
+export WARDEN_BENCH_QUICK=1 WARDEN_BENCH_SMOKE=1
+echo "bench-smoke: the load benchmark (quick: relay, contract test, turn; SQLite and PostgreSQL)"
+WARDEN_BENCH_ONLY=relay,capability_test,turn_1 cargo test --quiet --bench load
+echo "bench-smoke: the soak (two 5 s slices, SQLite)"
+WARDEN_BENCH_SOAK=10 WARDEN_BENCH_BACKENDS=sqlite cargo test --quiet --bench load
