@@ -107,6 +107,32 @@ async fn sqlite_connection_is_clean(conn: &mut sqlx::SqliteConnection) -> sqlx::
     Ok(!in_transaction)
 }
 
+/// How long a PostgreSQL connection may sit in the pool and still be
+/// handed out without a ping. sqlx pings every connection as it goes back,
+/// so under load (connections idle for microseconds) nothing is asked twice.
+const POSTGRES_TRUSTED_IDLE: Duration = Duration::from_secs(1);
+
+/// Whether a PostgreSQL connection leaving the pool may be used: yes if it
+/// was released moments ago, otherwise only if it answers a ping. One that
+/// does not is closed; the pool then opens or takes another.
+async fn postgres_connection_is_live(
+    conn: &mut sqlx::PgConnection,
+    idle_for: Duration,
+) -> sqlx::Result<bool> {
+    use sqlx::Connection;
+    if idle_for <= POSTGRES_TRUSTED_IDLE {
+        return Ok(true);
+    }
+    match conn.ping().await {
+        Ok(()) => Ok(true),
+        Err(error) => {
+            tracing::info!(%error, idle_ms = idle_for.as_millis() as u64,
+                "an idle PostgreSQL connection did not answer a ping; replacing it");
+            Ok(false)
+        }
+    }
+}
+
 /// The write gate of the SQLite database `pool` opens (one per file, so
 /// every pool of this process on the same file shares it).
 fn sqlite_write_gate(pool: &SqlitePool) -> std::sync::Arc<tokio::sync::Mutex<()>> {
@@ -129,6 +155,15 @@ impl Store {
                 PgPoolOptions::new()
                     .max_connections(10)
                     .acquire_timeout(ACQUIRE_TIMEOUT)
+                    // sqlx's default pings before every acquire: a network
+                    // round trip per statement (19 % of a turn's CPU under
+                    // load, docs/benchmarks.md). Only a connection that sat
+                    // idle may have been dropped by the server or a proxy;
+                    // one just released was pinged on its way back.
+                    .test_before_acquire(false)
+                    .before_acquire(|conn, meta| {
+                        Box::pin(postgres_connection_is_live(conn, meta.idle_for))
+                    })
                     .connect(url)
                     .await?,
             ),

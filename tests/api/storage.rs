@@ -198,3 +198,47 @@ async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T
     }
     out
 }
+
+/// PostgreSQL connections are handed out without a ping while freshly
+/// released (docs/benchmarks.md, fix 10); one that sat idle is pinged, and
+/// one the server dropped meanwhile is replaced, not handed to a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_postgresql_connection_the_server_dropped_is_replaced() {
+    use sqlx::Connection;
+    let db = TestDb::new(Backend::Postgres).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    let warden::store::Store::Postgres(pool) = &store else {
+        unreachable!("a PostgreSQL store")
+    };
+    let pids: Vec<i32> = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    // Another session ends every backend of the pool's database.
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(&name)
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert!(!ended.is_empty() && !pids.is_empty());
+    // Idle past the trusted moment: the next acquire pings, finds the
+    // connection gone and opens another; every read succeeds.
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    for _ in 0..3 {
+        let read = store.get_policy(&account).await;
+        assert!(
+            matches!(read, Ok(None)),
+            "a read after the server dropped the pool's connections: {:?}",
+            read.err()
+        );
+    }
+}
