@@ -324,20 +324,25 @@ impl Store {
                     }
                 }
             }
-            for (message, role) in [(&turn.user_message, MessageRole::User), (&turn.assistant_message, MessageRole::Assistant)] {
-                sqlx::query(
-                    "INSERT INTO conversation_messages (id, conversation_id, role, body, metadata, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind(message.id)
-                .bind(turn.conversation_id)
-                .bind(role)
-                .bind(message.body)
-                .bind(message.metadata)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            }
+            // Both messages in one statement: every statement here is held
+            // under SQLite's single writer (and is a trip to sqlx's thread).
+            let (user, assistant) = (&turn.user_message, &turn.assistant_message);
+            sqlx::query(
+                "INSERT INTO conversation_messages (id, conversation_id, role, body, metadata, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6), ($7, $2, $8, $9, $10, $6)",
+            )
+            .bind(user.id)
+            .bind(turn.conversation_id)
+            .bind(MessageRole::User)
+            .bind(user.body)
+            .bind(user.metadata)
+            .bind(now)
+            .bind(assistant.id)
+            .bind(MessageRole::Assistant)
+            .bind(assistant.body)
+            .bind(assistant.metadata)
+            .execute(&mut *tx)
+            .await?;
             if let Some(interaction) = &turn.interaction {
                 sqlx::query(
                     "INSERT INTO interactions (id, account_id, conversation_id, kind, operation, status, expires_at, created_at) \
@@ -378,6 +383,8 @@ impl Store {
             }
             match &turn.pending {
                 PendingChange::Keep => {}
+                // A conversation this turn creates has nothing pending yet.
+                PendingChange::Clear if turn.new_conversation.is_some() => {}
                 PendingChange::Clear => {
                     sqlx::query("DELETE FROM pending_operations WHERE conversation_id = $1")
                         .bind(turn.conversation_id)

@@ -242,3 +242,44 @@ async fn an_idle_postgresql_connection_the_server_dropped_is_replaced() {
         );
     }
 }
+
+/// A turn writes its user and assistant messages in one statement; the
+/// history still reads them in the order they were said, turn after turn.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversations_messages_keep_the_order_they_were_said(backend: Backend) {
+    use crate::helpers::shop::{Shop, conversation};
+    let shop = Shop::open(backend).await;
+    let (status, first) = shop.say(None, "¿Dónde está mi pedido A-1001?").await;
+    assert_eq!(status, 200, "{first}");
+    let id = conversation(&first);
+    for text in ["¿Y el pedido A-1002?", "Gracias, ¿y el A-1003?"] {
+        let (status, body) = shop.say(Some(&id), text).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let sql = format!(
+        "SELECT role || ':' || body FROM conversation_messages WHERE conversation_id = '{id}' ORDER BY seq"
+    );
+    let said: Vec<String> = match &shop.app.store {
+        warden::store::Store::Sqlite(p) => sqlx::query_scalar(&sql).fetch_all(p).await.unwrap(),
+        warden::store::Store::Postgres(p) => sqlx::query_scalar(&sql).fetch_all(p).await.unwrap(),
+    };
+    let roles: Vec<&str> = said.iter().map(|m| m.split(':').next().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant"
+        ],
+        "{said:#?}"
+    );
+    assert!(
+        said[0].ends_with("A-1001?")
+            && said[2].ends_with("A-1002?")
+            && said[4].ends_with("A-1003?")
+    );
+}
