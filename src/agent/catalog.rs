@@ -63,7 +63,7 @@ const MAX_ACCOUNTS: usize = 10_000;
 type ByRevision = HashMap<(String, i64), Arc<Cataloged>>;
 
 /// An account's active set as last read, and the account's capability
-/// version (`Store::capability_version`) read before it.
+/// version (`TurnBasis::capability_version`) read before it.
 struct ActiveSet {
     version: i64,
     active: Arc<[Arc<Cataloged>]>,
@@ -78,14 +78,15 @@ pub struct Catalog {
 
 impl Catalog {
     /// The account's active capabilities, in the store's list order.
+    /// `version` is the account's capability version, read before this call
+    /// (`Store::turn_basis`): the set read here is at least that new, so it
+    /// is never kept under a version newer than itself.
     pub async fn active(
         &self,
         store: &Store,
         account: &AccountId,
+        version: i64,
     ) -> Result<Arc<[Arc<Cataloged>]>, StoreError> {
-        // Read first: the set read below is at least this new, so it is
-        // never kept under a version newer than itself.
-        let version = store.capability_version(account).await?;
         // Unchanged since the account's last turn: one value read, nothing
         // listed (any replica's change moves the version).
         if let Ok(sets) = self.by_account.lock()

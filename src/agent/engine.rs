@@ -360,10 +360,15 @@ impl Engine {
         let language = existing
             .and_then(ConversationRow::language)
             .unwrap_or_else(|| Language::of(&inbound.body));
-        let policy = self.store.get_policy(account).await?.map(|p| p.policy);
+        // The policy and the capability version in one statement.
+        let basis = self.store.turn_basis(account).await?;
+        let policy = basis.policy.map(|p| p.policy);
         let policy = effective_policy(policy.as_ref(), language);
         let mut capabilities = Capabilities {
-            active: self.catalog.active(&self.store, account).await?,
+            active: self
+                .catalog
+                .active(&self.store, account, basis.capability_version)
+                .await?,
             judged: HashMap::new(),
         };
         let (history, references, pending) = if let Some(conversation) = existing {

@@ -141,18 +141,6 @@ impl Store {
         )
     }
 
-    /// A number that changes whenever any of the account's capabilities is
-    /// created, revised, enabled, disabled or removed (database triggers,
-    /// migration 0011). Read it *before* reading the capabilities: what is
-    /// read after it is at least as new as it says.
-    pub async fn capability_version(&self, account: &AccountId) -> StoreResult<i64> {
-        let sql = "SELECT capability_version FROM accounts WHERE id = $1";
-        Ok(
-            on_pool!(self, pool => sqlx::query_scalar(sql).bind(account.number()).fetch_optional(pool).await)?
-                .unwrap_or(0),
-        )
-    }
-
     /// [`Self::list_capabilities`] without the definitions, in the same order.
     pub async fn capability_heads(&self, account: &AccountId) -> StoreResult<Vec<CapabilityHead>> {
         let sql = "SELECT id, lifecycle_status, revision FROM capabilities WHERE account_id = $1 \

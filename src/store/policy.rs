@@ -13,7 +13,42 @@ pub struct StoredPolicy {
     pub updated_at: i64,
 }
 
+/// What a turn reads of its account first, in one statement: the agent
+/// policy, and the capability version, a number that changes whenever any
+/// of the account's capabilities is created, revised, enabled, disabled or
+/// removed (database triggers, migration 0011). Read before the
+/// capabilities: what is read after it is at least as new as it says.
+#[derive(Debug, Clone)]
+pub struct TurnBasis {
+    pub policy: Option<StoredPolicy>,
+    pub capability_version: i64,
+}
+
 impl Store {
+    pub async fn turn_basis(&self, account: &AccountId) -> StoreResult<TurnBasis> {
+        let sql = "SELECT a.capability_version, p.policy, p.revision, p.updated_at FROM accounts a \
+                   LEFT JOIN agent_policies p ON p.account_id = a.id WHERE a.id = $1";
+        let row: Option<(i64, Option<String>, Option<i64>, Option<i64>)> = on_pool!(self, pool => {
+            sqlx::query_as(sql).bind(account.number()).fetch_optional(pool).await
+        })?;
+        let Some((capability_version, policy, revision, updated_at)) = row else {
+            return Ok(TurnBasis {
+                policy: None,
+                capability_version: 0,
+            });
+        };
+        let policy = match (policy, revision, updated_at) {
+            (Some(json), Some(revision), Some(updated_at)) => {
+                Some(stored_policy(&json, revision, updated_at)?)
+            }
+            _ => None,
+        };
+        Ok(TurnBasis {
+            policy,
+            capability_version,
+        })
+    }
+
     pub async fn get_policy(&self, account: &AccountId) -> StoreResult<Option<StoredPolicy>> {
         let row: Option<(String, i64, i64)> = on_pool!(self, pool => {
             sqlx::query_as("SELECT policy, revision, updated_at FROM agent_policies WHERE account_id = $1")
@@ -21,16 +56,8 @@ impl Store {
                 .fetch_optional(pool)
                 .await
         })?;
-        row.map(|(json, revision, updated_at)| {
-            let policy = serde_json::from_str(&json)
-                .map_err(|e| StoreError::Corrupt(format!("agent policy: {e}")))?;
-            Ok(StoredPolicy {
-                policy,
-                revision,
-                updated_at,
-            })
-        })
-        .transpose()
+        row.map(|(json, revision, updated_at)| stored_policy(&json, revision, updated_at))
+            .transpose()
     }
 
     /// Creates or fully replaces the policy in one atomic statement.
@@ -74,4 +101,14 @@ impl Store {
         })?;
         Ok(deleted > 0)
     }
+}
+
+fn stored_policy(json: &str, revision: i64, updated_at: i64) -> StoreResult<StoredPolicy> {
+    let policy = serde_json::from_str(json)
+        .map_err(|e| StoreError::Corrupt(format!("agent policy: {e}")))?;
+    Ok(StoredPolicy {
+        policy,
+        revision,
+        updated_at,
+    })
 }
