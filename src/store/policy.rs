@@ -24,20 +24,31 @@ pub struct TurnBasis {
     pub capability_version: i64,
 }
 
+/// The row behind [`TurnBasis`]: the policy's columns are null when the
+/// account has none.
+#[derive(sqlx::FromRow)]
+struct TurnBasisRow {
+    capability_version: i64,
+    policy: Option<String>,
+    revision: Option<i64>,
+    updated_at: Option<i64>,
+}
+
 impl Store {
     pub async fn turn_basis(&self, account: &AccountId) -> StoreResult<TurnBasis> {
         let sql = "SELECT a.capability_version, p.policy, p.revision, p.updated_at FROM accounts a \
                    LEFT JOIN agent_policies p ON p.account_id = a.id WHERE a.id = $1";
-        let row: Option<(i64, Option<String>, Option<i64>, Option<i64>)> = on_pool!(self, pool => {
+        let row: Option<TurnBasisRow> = on_pool!(self, pool => {
             sqlx::query_as(sql).bind(account.number()).fetch_optional(pool).await
         })?;
-        let Some((capability_version, policy, revision, updated_at)) = row else {
+        let Some(row) = row else {
             return Ok(TurnBasis {
                 policy: None,
                 capability_version: 0,
             });
         };
-        let policy = match (policy, revision, updated_at) {
+        let capability_version = row.capability_version;
+        let policy = match (row.policy, row.revision, row.updated_at) {
             (Some(json), Some(revision), Some(updated_at)) => {
                 Some(stored_policy(&json, revision, updated_at)?)
             }
