@@ -292,18 +292,11 @@ async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) 
             ),
         )
         .await;
-        let batch: Vec<_> = probes(&shop, &interactions, i, revision)
-            .into_iter()
-            .map(|probe| {
-                let cut = Cut::random(&mut rng);
-                let split = rng.gen_range(0.0..1.0);
-                tokio::spawn(send_and_hang_up(address, probe, cut, split))
-            })
-            .collect();
-        sent += batch.len();
-        for task in batch {
-            task.await.unwrap();
-        }
+        // Every route's probe of this round at once.
+        let round = probes(&shop, &interactions, i, revision);
+        sent += round.len();
+        let at_once = round.len();
+        hang_up_all(address, round, at_once, &mut rng).await;
     }
     eprintln!("abort harness: {sent} requests aborted on {backend:?}");
 
@@ -399,13 +392,13 @@ async fn hung_up_clients_leave_nothing_locked_or_half_written(backend: Backend) 
     assert_eq!(status, 201);
 }
 
-/// Hangs up `probes`, a few at a time, each at a random moment.
-async fn hang_up_all(address: SocketAddr, probes: Vec<Probe>, rng: &mut StdRng) {
+/// Hangs up `probes`, `at_once` at a time, each at a random moment.
+async fn hang_up_all(address: SocketAddr, probes: Vec<Probe>, at_once: usize, rng: &mut StdRng) {
     let mut probes = probes.into_iter().peekable();
     while probes.peek().is_some() {
         let batch: Vec<_> = probes
             .by_ref()
-            .take(4)
+            .take(at_once.max(1))
             .map(|probe| {
                 let cut = Cut::random(rng);
                 let split = rng.gen_range(0.0..1.0);
@@ -461,7 +454,7 @@ async fn hung_up_prompt_executions_give_back_what_they_reserved(backend: Backend
             )
         })
         .collect();
-    hang_up_all(address, probes, &mut rng).await;
+    hang_up_all(address, probes, 4, &mut rng).await;
 
     // Detached executions finish on their own; then the books balance.
     let store = &forms.app.store;
