@@ -122,7 +122,7 @@ pub struct ServeArgs {
 /// execute route asks, and which client address its burst limit counts.
 /// Without a verify URL and secret every execute answers 503 (no token
 /// can be checked); the operator commands work regardless.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct PromptArgs {
     /// A siteverify-compatible endpoint (Cloudflare Turnstile's protocol),
     /// e.g. https://challenges.cloudflare.com/turnstile/v0/siteverify.
@@ -137,12 +137,32 @@ pub struct PromptArgs {
     #[arg(long, env = "WARDEN_CHALLENGE_TIMEOUT_MS", default_value_t = 5_000)]
     pub challenge_timeout_ms: u64,
 
-    /// A request header holding the client's IP address, trusted as such
-    /// (set it only behind a proxy that overwrites it, e.g.
-    /// X-Forwarded-For or CF-Connecting-IP). Unset: the connection's peer
-    /// address is the client's.
+    /// A request header holding the client's IP address as your proxy
+    /// writes it (e.g. X-Forwarded-For or CF-Connecting-IP); set it only
+    /// behind such a proxy. Unset: the connection's peer address is the
+    /// client's. The burst limit counts an IPv4 address, or an IPv6 /64.
     #[arg(long, env = "WARDEN_CLIENT_IP_HEADER")]
     pub client_ip_header: Option<String>,
+
+    /// Which value of that header is the client's, counted from the right:
+    /// proxies append the address they saw, so with one trusted proxy in
+    /// front it is the last (1); with two chained proxies, 2. Values left
+    /// of it are the client's own words and are never used.
+    #[arg(long, env = "WARDEN_CLIENT_IP_HOPS", default_value_t = 1,
+          value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub client_ip_hops: u8,
+}
+
+impl Default for PromptArgs {
+    fn default() -> Self {
+        PromptArgs {
+            challenge_verify_url: None,
+            challenge_secret: None,
+            challenge_timeout_ms: 5_000,
+            client_ip_header: None,
+            client_ip_hops: 1,
+        }
+    }
 }
 
 /// What a prompt integration's public bundle points at: printed by the
@@ -234,15 +254,33 @@ impl Default for PlatformArgs {
 }
 
 /// Bounds on what one client can hold: connections, time to send a request,
-/// time a request may take, and how long a shutdown waits. A slow, idle or
-/// hung-up client can never keep a worker, a connection slot or a database
-/// lock beyond these.
+/// time a request may take, work left running after a hang-up, and how long
+/// a shutdown waits. A slow, idle, hung-up or numerous client can never keep
+/// a worker, a connection slot or a database lock beyond these, and one
+/// address or account never holds more than its share (SECURITY.md lists
+/// each limit with the test that proves it).
 #[derive(Debug, Clone, Args)]
 pub struct ClientLimits {
     /// Most connections served at once; further clients wait in the listen
-    /// backlog until a connection closes.
+    /// backlog until a connection closes. At the cap, keep-alive ends: idle
+    /// connections are closed at once and busy ones after their answer.
     #[arg(long, env = "WARDEN_MAX_CONNECTIONS", default_value_t = ClientLimits::DEFAULT.max_connections)]
     pub max_connections: usize,
+
+    /// Most connections one client address holds at once (an IPv4 address,
+    /// or an IPv6 /64); beyond it a new connection is closed before anything
+    /// is read from it. 0 turns the limit off: do that behind a proxy or a
+    /// load balancer, where every connection comes from its address.
+    #[arg(long, env = "WARDEN_MAX_CONNECTIONS_PER_CLIENT", default_value_t = ClientLimits::DEFAULT.max_connections_per_client)]
+    pub max_connections_per_client: usize,
+
+    /// Largest request head (request line and headers) a client may send,
+    /// in bytes, and so the most a connection buffers: 431 beyond it. At
+    /// least 8192.
+    #[arg(long, env = "WARDEN_MAX_HEADER_BYTES", default_value_t = ClientLimits::DEFAULT.max_header_bytes,
+          value_parser = clap::builder::TypedValueParser::map(
+              clap::value_parser!(u32).range(8192..=1_048_576), |v| v as usize))]
+    pub max_header_bytes: usize,
 
     /// Time a client has to send a request's headers, in milliseconds. It also
     /// closes keep-alive connections that stay idle this long.
@@ -254,12 +292,42 @@ pub struct ClientLimits {
     #[arg(long, env = "WARDEN_BODY_READ_TIMEOUT_MS", default_value_t = ClientLimits::DEFAULT.body_read_timeout_ms)]
     pub body_read_timeout_ms: u64,
 
+    /// Time an answer may wait for the client to read it, in milliseconds:
+    /// a connection whose writes make no progress this long (a client that
+    /// stopped reading) is closed.
+    #[arg(long, env = "WARDEN_WRITE_TIMEOUT_MS", default_value_t = ClientLimits::DEFAULT.write_timeout_ms)]
+    pub write_timeout_ms: u64,
+
+    /// Requests one connection may carry; the answer to the last says
+    /// `connection: close`.
+    #[arg(long, env = "WARDEN_MAX_REQUESTS_PER_CONNECTION", default_value_t = ClientLimits::DEFAULT.max_requests_per_connection)]
+    pub max_requests_per_connection: u64,
+
+    /// How long one connection may be kept alive, in milliseconds; after
+    /// it, the request in progress is answered and the connection closed.
+    #[arg(long, env = "WARDEN_CONNECTION_LIFETIME_MS", default_value_t = ClientLimits::DEFAULT.connection_lifetime_ms)]
+    pub connection_lifetime_ms: u64,
+
     /// Deadline of a whole request, in milliseconds, after which the client
     /// gets 503 (the work started still finishes or rolls back on its own).
     /// A message turn is bounded by its own budget instead (planner and call
     /// time-outs); see docs/contract-decisions.md.
     #[arg(long, env = "WARDEN_REQUEST_TIMEOUT_MS", default_value_t = ClientLimits::DEFAULT.request_timeout_ms)]
     pub request_timeout_ms: u64,
+
+    /// Most requests being worked on at once, whether or not their clients
+    /// are still connected (a hung-up request's work runs to its end and
+    /// keeps its place until then). Beyond it a request is answered 503 with
+    /// `Retry-After` before any work starts. Health and the key set are
+    /// never refused.
+    #[arg(long, env = "WARDEN_MAX_IN_FLIGHT", default_value_t = ClientLimits::DEFAULT.max_in_flight)]
+    pub max_in_flight: usize,
+
+    /// Most requests of one account being worked on at once (same rules as
+    /// WARDEN_MAX_IN_FLIGHT), so one tenant's slow endpoint cannot take
+    /// every place.
+    #[arg(long, env = "WARDEN_MAX_IN_FLIGHT_PER_ACCOUNT", default_value_t = ClientLimits::DEFAULT.max_in_flight_per_account)]
+    pub max_in_flight_per_account: usize,
 
     /// On SIGTERM or SIGINT, how long in-flight requests get to finish, in
     /// milliseconds, before the remaining connections are closed.
@@ -270,9 +338,16 @@ pub struct ClientLimits {
 impl ClientLimits {
     pub const DEFAULT: ClientLimits = ClientLimits {
         max_connections: 1024,
+        max_connections_per_client: 64,
+        max_header_bytes: 32 * 1024,
         header_read_timeout_ms: 10_000,
         body_read_timeout_ms: 30_000,
+        write_timeout_ms: 10_000,
+        max_requests_per_connection: 1_000,
+        connection_lifetime_ms: 300_000,
         request_timeout_ms: 30_000,
+        max_in_flight: 512,
+        max_in_flight_per_account: 128,
         shutdown_grace_ms: 20_000,
     };
 }

@@ -100,6 +100,7 @@ impl Application {
             engine,
             platform,
             prompt,
+            admission: crate::api::admission::Admission::from_limits(&serve.limits),
         });
         let listener = TcpListener::bind(serve.listen)
             .await
@@ -214,11 +215,12 @@ fn prompt_channel(
     master: &crate::crypto::master_key::MasterKey,
 ) -> anyhow::Result<Option<crate::prompt::PromptChannel>> {
     let client_ip_header = match &args.client_ip_header {
-        Some(name) => Some(
-            axum::http::HeaderName::from_bytes(name.trim().as_bytes()).with_context(|| {
-                format!("WARDEN_CLIENT_IP_HEADER {name:?} is not a header name")
-            })?,
-        ),
+        Some(name) => Some(crate::client_address::TrustedHeader {
+            name: axum::http::HeaderName::from_bytes(name.trim().as_bytes()).with_context(
+                || format!("WARDEN_CLIENT_IP_HEADER {name:?} is not a header name"),
+            )?,
+            hops: usize::from(args.client_ip_hops.max(1)),
+        }),
         None => None,
     };
     let (url, secret) = match (&args.challenge_verify_url, &args.challenge_secret) {

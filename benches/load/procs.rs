@@ -70,6 +70,10 @@ impl Proc {
             .envs(warden_env(database_url))
             .env("WARDEN_LISTEN", format!("127.0.0.1:{port}"))
             .env("WARDEN_DEV_ALLOW_LOOPBACK", "1")
+            // The load generator is one address standing for many clients
+            // (as a proxy in front would be): the per-client connection
+            // limit is for deployments without one.
+            .env("WARDEN_MAX_CONNECTIONS_PER_CLIENT", "0")
             .env("WARDEN_GUEST_CACHE_DIR", &cache)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(log).unwrap())

@@ -7,14 +7,18 @@ use axum::http::header;
 use axum::http::request::Parts;
 
 use super::AppState;
+use super::admission::AccountPermit;
 use super::error::ApiError;
 use crate::crypto::api_key;
 use crate::domain::account::AccountId;
 
-/// The authenticated caller: every `/v1/*` handler takes one.
-#[derive(Debug, Clone)]
+/// The authenticated caller: every `/v1/*` handler takes one. It holds the
+/// account's place among its requests in progress (`admission`) until the
+/// handler returns.
+#[derive(Debug)]
 pub struct Caller {
     pub account: AccountId,
+    _admitted: AccountPermit,
 }
 
 impl FromRequestParts<AppState> for Caller {
@@ -27,7 +31,10 @@ impl FromRequestParts<AppState> for Caller {
             .authenticate(&api_key::hash(token), &state.environment)
             .await?
         {
-            Ok(account) => Ok(Caller { account }),
+            Ok(account) => Ok(Caller {
+                account,
+                _admitted: state.admission.admit_account(account)?,
+            }),
             Err(refusal) => {
                 tracing::info!(?refusal, "API key refused");
                 Err(ApiError::Unauthorized)

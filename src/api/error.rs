@@ -152,6 +152,10 @@ pub enum ApiError {
     /// The request outlived the server's whole-request deadline.
     #[error("the request did not finish in time; retry later")]
     DeadlineElapsed,
+    /// Refused before any work started: the server, or the account, has as
+    /// much work in progress as it may (`api::admission`). Carries `Retry-After`.
+    #[error("{0}")]
+    Overloaded(&'static str),
     /// A refusal of the prompt-integration route (contract 7's table).
     #[error("{message}")]
     Prompt {
@@ -259,7 +263,7 @@ impl ApiError {
                 ErrorCode::InferenceUnavailable,
             ),
             ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError),
-            ApiError::Unavailable(_) | ApiError::DeadlineElapsed => (
+            ApiError::Unavailable(_) | ApiError::DeadlineElapsed | ApiError::Overloaded(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::ServiceUnavailable,
             ),
@@ -305,6 +309,7 @@ impl IntoResponse for ApiError {
         let info = self.info();
         // A bad webhook signature is a 401 with no bearer scheme to offer.
         let bearer = !matches!(self, ApiError::SignatureMismatch);
+        let retry_after = matches!(self, ApiError::Overloaded(_));
         if info.status.is_server_error() {
             // The cause chain is for the operator; the client gets the safe message.
             tracing::error!(code = info.code.as_str(), error = ?anyhow::Error::new(self), "request failed");
@@ -316,6 +321,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if retry_after {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(super::admission::RETRY_AFTER_SECONDS),
+            );
         }
         response.extensions_mut().insert(info);
         response

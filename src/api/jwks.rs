@@ -20,6 +20,9 @@ pub struct JwkSet {
     keys: Vec<PublicJwk>,
 }
 
+/// Where the set is served (contract 4.1).
+pub const JWKS_PATH: &str = "/.well-known/service/capability-context/v1/jwks.json";
+
 /// Hosts may cache the set this long; rotation keeps old keys far longer.
 const CACHE_CONTROL: &str = "public, max-age=300";
 

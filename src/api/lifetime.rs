@@ -27,7 +27,9 @@ use std::time::Duration;
 use tokio::time::Sleep;
 use tracing::Instrument;
 
+use super::admission::Admission;
 use super::error::ApiError;
+use std::sync::Arc;
 
 /// The route whose time is bounded by the turn's own budget.
 const TURN_PATH: &str = "/v1/channels/http/messages";
@@ -48,9 +50,33 @@ impl From<&crate::cli::ClientLimits> for RequestDeadlines {
     }
 }
 
-/// Middleware: runs the rest of the stack in its own task (see module doc).
-pub async fn run_to_completion(request: Request, next: Next) -> Response {
-    let work = tokio::spawn(next.run(request).instrument(tracing::Span::current()));
+/// Paths never refused for lack of room (`admission`): the health probe,
+/// the key set hosts verify signatures with, and the static API document.
+const ALWAYS_ADMITTED: [&str; 3] = ["/health", crate::api::jwks::JWKS_PATH, "/openapi.json"];
+
+/// Middleware: runs the rest of the stack in its own task (see module doc),
+/// which holds a place among the requests in progress until it ends.
+pub async fn run_to_completion(
+    State(admission): State<Arc<Admission>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let place = if ALWAYS_ADMITTED.contains(&request.uri().path()) {
+        None
+    } else {
+        match admission.admit_work() {
+            Ok(place) => Some(place),
+            Err(refused) => return refused.into_response(),
+        }
+    };
+    let work = tokio::spawn(
+        async move {
+            let response = next.run(request).await;
+            drop(place);
+            response
+        }
+        .instrument(tracing::Span::current()),
+    );
     match work.await {
         Ok(response) => response,
         // Panics are caught inside (CatchPanicLayer); this is a runtime shutting down.

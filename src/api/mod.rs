@@ -16,6 +16,7 @@ use crate::sandbox::PolicySandbox;
 use crate::signing::Signer;
 use crate::store::Store;
 
+pub mod admission;
 pub mod auth;
 pub mod capabilities;
 pub mod capability_test;
@@ -55,6 +56,8 @@ pub struct AppContext {
     /// Prompt integrations' challenge verifier, when configured (else every
     /// execute answers 503 once it reaches the token).
     pub prompt: Option<crate::prompt::PromptChannel>,
+    /// The bounds on work in progress, overall and per account.
+    pub admission: Arc<admission::Admission>,
 }
 
 pub type AppState = Arc<AppContext>;
@@ -149,8 +152,12 @@ pub fn router(state: AppState, deadlines: lifetime::RequestDeadlines, docs_ui: D
     api.fallback(|| async { error::ApiError::NotFound("no such route") })
         .layer(CatchPanicLayer::new())
         .layer(from_fn_with_state(deadlines, lifetime::body_deadline))
-        // Everything inside runs to completion even if the client hangs up.
-        .layer(from_fn(lifetime::run_to_completion))
+        // Everything inside runs to completion even if the client hangs up,
+        // within the bound on work in progress.
+        .layer(from_fn_with_state(
+            state.admission.clone(),
+            lifetime::run_to_completion,
+        ))
         .layer(from_fn_with_state(deadlines, lifetime::request_deadline))
         .layer(from_fn(error::shape_errors))
         .layer(from_fn(request_log::request_log))

@@ -27,7 +27,7 @@ use std::net::SocketAddr;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Serialize;
@@ -36,6 +36,7 @@ use serde_json::{Map, Value};
 use super::AppState;
 use super::error::{ApiError, NestedError, PromptRefusal};
 use crate::agent::planner::Planner;
+use crate::client_address::{ClientKey, client_ip};
 use crate::prompt::challenge::Verdict;
 use crate::prompt::manifest::{Manifest, Origin, is_public_id};
 use crate::prompt::{self, seconds_until_midnight, token_hash, utc_day};
@@ -234,11 +235,12 @@ async fn execute(
     let channel = app.prompt.as_ref();
     let now = crate::clock::now_millis();
     // 3. The per-client burst.
-    let ip = client_ip(
+    let ip = ClientKey::of(client_ip(
         channel.and_then(|c| c.client_ip_header.as_ref()),
         headers,
         peer,
-    );
+    ))
+    .to_string();
     let client = match channel {
         Some(c) => c.client_hash(&row.id, &ip),
         None => prompt::token_hash(&format!("{}\u{0}{ip}", row.id)),
@@ -480,18 +482,6 @@ fn manifest_of(row: &PromptIntegrationRow) -> Result<Manifest, ApiError> {
 fn matching_origin(row: &PromptIntegrationRow, headers: &HeaderMap) -> Option<HeaderValue> {
     let sent = headers.get(header::ORIGIN)?;
     (sent.as_bytes() == row.origin.as_bytes()).then(|| sent.clone())
-}
-
-/// The client's IP: the trusted header's first value when one is
-/// configured (behind a proxy), else the socket's peer.
-fn client_ip(trusted: Option<&HeaderName>, headers: &HeaderMap, peer: SocketAddr) -> String {
-    trusted
-        .and_then(|name| headers.get(name))
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').next())
-        .map(str::trim)
-        .filter(|v| !v.is_empty() && v.len() <= 64)
-        .map_or_else(|| peer.ip().to_string(), str::to_owned)
 }
 
 /// The body's two properties.

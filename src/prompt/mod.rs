@@ -24,9 +24,10 @@ use crate::crypto::master_key::MasterKey;
 #[derive(Clone, Debug)]
 pub struct PromptChannel {
     pub verifier: challenge::Verifier,
-    /// Trusted header holding the client's IP (`WARDEN_CLIENT_IP_HEADER`,
-    /// behind a proxy); `None`: the socket's peer address.
-    pub client_ip_header: Option<axum::http::HeaderName>,
+    /// Trusted header holding the client's IP (`WARDEN_CLIENT_IP_HEADER`
+    /// and `WARDEN_CLIENT_IP_HOPS`, behind a proxy); `None`: the socket's
+    /// peer address.
+    pub client_ip_header: Option<crate::client_address::TrustedHeader>,
     /// Keys the client hash of the burst limit: the same on every replica
     /// (derived from the master key), never the address itself.
     pub client_key: [u8; 32],

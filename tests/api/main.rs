@@ -20,6 +20,7 @@ mod dialogues;
 mod errors;
 mod executor;
 mod gaps;
+mod greedy_clients;
 mod guest_swap;
 mod health;
 mod host_endpoint;

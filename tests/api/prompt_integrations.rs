@@ -52,6 +52,7 @@ fn prompt_args(verifier: &FakeVerifier) -> PromptArgs {
         challenge_secret: Some(fake_verifier::SECRET.into()),
         challenge_timeout_ms: 2_000,
         client_ip_header: Some(IP_HEADER.into()),
+        ..Default::default()
     }
 }
 
@@ -684,6 +685,44 @@ async fn the_fourth_request_in_a_minute_from_one_client_is_rate_limited(backend:
     // Another client is not limited by it; the limited one's token still works.
     let (status, body, _) = forms.execute("192.0.2.2", &topic("boots", &kept)).await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// Issue 24 item 7: behind a proxy, the client's own leading values of the
+/// trusted header are not new clients, and an IPv6 /64 is one client.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_burst_counts_the_address_the_proxy_appended_and_an_ipv6_64_as_one_client(
+    backend: Backend,
+) {
+    let forms = Forms::open(backend).await;
+    // X-Forwarded-For style: the client writes what it likes first, the
+    // trusted proxy appends the address it saw (WARDEN_CLIENT_IP_HOPS=1).
+    for n in 0..3 {
+        let sent = format!("198.18.0.{n}, 203.0.113.9");
+        let (status, body, _) = forms.execute(&sent, &topic("boots", &forms.token())).await;
+        assert_eq!(status, 200, "request {n}: {body}");
+    }
+    let (status, body, _) = forms
+        .execute("198.18.0.99, 203.0.113.9", &topic("boots", &forms.token()))
+        .await;
+    assert_eq!(
+        status, 429,
+        "made-up leading values are not new clients: {body}"
+    );
+    // One IPv6 /64 is one client, whatever its low 64 bits.
+    for n in 1..=3 {
+        let sent = format!("2001:db8:5:6::{n:x}");
+        let (status, body, _) = forms.execute(&sent, &topic("boots", &forms.token())).await;
+        assert_eq!(status, 200, "request {n}: {body}");
+    }
+    let (status, body, _) = forms
+        .execute("2001:db8:5:6:ffff::1", &topic("boots", &forms.token()))
+        .await;
+    assert_eq!(status, 429, "another address of the same /64: {body}");
+    let (status, body, _) = forms
+        .execute("2001:db8:5:7::1", &topic("boots", &forms.token()))
+        .await;
+    assert_eq!(status, 200, "the next /64 is another client: {body}");
 }
 
 #[apply(backends)]

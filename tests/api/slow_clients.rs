@@ -133,6 +133,9 @@ async fn the_server_stays_responsive_under_200_trickling_connections() {
         Backend::Sqlite,
         ClientLimits {
             header_read_timeout_ms: 5_000,
+            // The tricklers and the probes share 127.0.0.1: what is shown
+            // here is the header deadline, not the per-client limit.
+            max_connections_per_client: 0,
             ..ClientLimits::DEFAULT
         },
     )
@@ -165,19 +168,34 @@ async fn the_server_stays_responsive_under_200_trickling_connections() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_beyond_the_cap_wait_for_a_free_slot() {
+async fn connections_beyond_the_cap_wait_for_a_busy_one_to_finish() {
+    // Idle connections make room at once (greedy_clients.rs); busy ones,
+    // here four uploads in progress, keep their slot until they end.
     let app = TestApp::spawn_with_limits(
         Backend::Sqlite,
         ClientLimits {
             max_connections: 4,
             header_read_timeout_ms: 2_000,
+            body_read_timeout_ms: 2_000,
             ..ClientLimits::DEFAULT
         },
     )
     .await;
+    let key = app.account_with_key("uploads").await;
     let mut held = Vec::new();
     for _ in 0..4 {
-        held.push(connect(&app).await);
+        let mut stream = connect(&app).await;
+        stream
+            .write_all(
+                format!(
+                    "PUT /v1/agent-policy HTTP/1.1\r\nhost: warden\r\nauthorization: Bearer {key}\r\n\
+                     content-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+        held.push(stream);
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut fifth = connect(&app).await;
@@ -189,9 +207,9 @@ async fn connections_beyond_the_cap_wait_for_a_free_slot() {
     let early = tokio::time::timeout(Duration::from_millis(700), fifth.read(&mut buffer)).await;
     assert!(
         early.is_err(),
-        "the fifth connection is not served while four are open"
+        "the fifth connection is not served while four uploads are in progress"
     );
-    // The idle four are closed at the header deadline; then the fifth is served.
+    // The uploads are cut at the body deadline; then the fifth is served.
     let answer = read_to_close(&mut fifth, Duration::from_secs(10))
         .await
         .expect("served later");

@@ -1,0 +1,83 @@
+//! Admission: how much work may be running at once, overall and per
+//! account, counting the work whose client has hung up. A hang-up does not
+//! end a request's work (`lifetime::run_to_completion` detaches it so that
+//! nothing is left half-written), so without these bounds a client that
+//! hangs up on every request could start any number of slow outbound calls
+//! behind the connection cap. A request beyond either bound is answered 503
+//! `SERVICE_UNAVAILABLE` with `Retry-After` before any of its work starts.
+//!
+//! - Overall: `run_to_completion` takes a place before it spawns the
+//!   request's task, and the task holds it to its end. Health and the key
+//!   set are never refused: they do no work worth bounding, and probes and
+//!   hosts verifying signatures must reach them under any load.
+//! - Per account (a `fair_share`): the `Caller` extractor takes a place as
+//!   soon as the key has resolved to an account (before the body is read),
+//!   and the handler holds it, through the `Caller`, until it returns.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::error::ApiError;
+use crate::domain::account::AccountId;
+use crate::fair_share::{FairShare, Place};
+
+/// Seconds a refused client is asked to wait: work here lasts seconds at
+/// most (the whole-request deadline, call time-outs).
+pub const RETRY_AFTER_SECONDS: u64 = 1;
+
+/// The two bounds and what is running now.
+pub struct Admission {
+    overall: Arc<Semaphore>,
+    per_account: Arc<FairShare<AccountId>>,
+}
+
+/// A place among the requests being worked on.
+pub struct WorkPermit {
+    _place: OwnedSemaphorePermit,
+}
+
+/// A place among one account's requests being worked on.
+pub type AccountPermit = Place<AccountId>;
+
+impl Admission {
+    pub fn new(max_in_flight: usize, max_in_flight_per_account: usize) -> Arc<Self> {
+        Arc::new(Admission {
+            overall: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            per_account: FairShare::new(max_in_flight_per_account.max(1)),
+        })
+    }
+
+    pub fn from_limits(limits: &crate::cli::ClientLimits) -> Arc<Self> {
+        Self::new(limits.max_in_flight, limits.max_in_flight_per_account)
+    }
+
+    /// A place for one more request, or the 503 that refuses it.
+    pub fn admit_work(&self) -> Result<WorkPermit, ApiError> {
+        match self.overall.clone().try_acquire_owned() {
+            Ok(place) => Ok(WorkPermit { _place: place }),
+            Err(_) => {
+                tracing::warn!(
+                    "request refused: the server is working on as many requests as it may"
+                );
+                Err(ApiError::Overloaded(
+                    "the server is busy; retry after the time given in Retry-After",
+                ))
+            }
+        }
+    }
+
+    /// A place for one more request of `account`, or the 503 that refuses it.
+    pub fn admit_account(&self, account: AccountId) -> Result<AccountPermit, ApiError> {
+        self.per_account.take(account).ok_or_else(|| {
+            tracing::warn!(
+                account = account.number(),
+                limit = self.per_account.limit(),
+                "request refused: this account has as many requests in progress as it may"
+            );
+            ApiError::Overloaded(
+                "this account has too many requests in progress; retry after the time given in Retry-After",
+            )
+        })
+    }
+}
