@@ -174,6 +174,79 @@ fn add_links(document: &mut Value) {
     }
 }
 
+/// Operations never refused for lack of room (`api::admission`): they do no
+/// work worth bounding.
+const ALWAYS_ADMITTED: [&str; 3] = [
+    "getHealth",
+    "getCapabilityContextKeys",
+    "getOpenApiDocument",
+];
+
+/// Operations whose body has a size limit the route itself does not name
+/// among its statuses (the contract lists 413 only for some routes).
+const BOUNDED_BODIES: [(&str, &str); 3] = [
+    ("createCapability", "over 256 KiB"),
+    ("importCapabilities", "over 2 MiB"),
+    ("reviseCapability", "over 256 KiB"),
+];
+
+/// Declares, once for every operation, what any of them may answer beside
+/// its own statuses: 503 with `Retry-After` when the server or the account
+/// has as much work in progress as it may (or the request outlived its
+/// deadline), and 413 where a body is bounded. On the JSON, like the links.
+fn add_shared_statuses(document: &mut Value) {
+    let Some(paths) = document["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        let nested = super::error::ErrorShape::for_path(path) == super::error::ErrorShape::Nested;
+        let body = json!({"application/json": {"schema": {"$ref": if nested {
+            "#/components/schemas/NestedError"
+        } else {
+            "#/components/schemas/FlatError"
+        }}}});
+        let Some(operations) = item.as_object_mut() else {
+            continue;
+        };
+        for operation in operations.values_mut() {
+            let Some(id) = operation["operationId"].as_str().map(str::to_owned) else {
+                continue;
+            };
+            let responses = &mut operation["responses"];
+            if !ALWAYS_ADMITTED.contains(&id.as_str()) {
+                let overloaded = "`SERVICE_UNAVAILABLE`: the server, or this account, has as much work \
+                    in progress as it may (retry after `Retry-After` seconds), or the request outlived \
+                    the server's deadline";
+                let entry = responses["503"].as_object_mut().map(|existing| {
+                    let said = existing["description"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    existing.insert(
+                        "description".into(),
+                        json!(format!("{said}; or {overloaded}")),
+                    );
+                });
+                if entry.is_none() {
+                    responses["503"] = json!({"description": overloaded, "content": body});
+                }
+                responses["503"]["headers"]["Retry-After"] = json!({
+                    "description": "Seconds to wait before retrying (when the server is busy)",
+                    "schema": {"type": "integer", "minimum": 0}
+                });
+            }
+            if let Some((_, limit)) = BOUNDED_BODIES.iter().find(|(op, _)| *op == id) {
+                if responses.get("413").is_none() {
+                    responses["413"] = json!({
+                        "description": format!("`PAYLOAD_TOO_LARGE`: the body is {limit}"),
+                        "content": body
+                    });
+                }
+            }
+        }
+    }
+}
+
 /// The document of the router `api::routes` builds, as pretty JSON.
 /// Built once: the routes are fixed at compile time.
 pub fn document_json() -> &'static str {
@@ -182,6 +255,7 @@ pub fn document_json() -> &'static str {
         let (_, document) = super::routes().split_for_parts();
         let mut document = serde_json::to_value(&document).unwrap_or_default();
         add_links(&mut document);
+        add_shared_statuses(&mut document);
         serde_json::to_string_pretty(&document).unwrap_or_default()
     })
 }
