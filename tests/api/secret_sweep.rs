@@ -17,9 +17,13 @@
 //! - the bytes of an uploaded image;
 //! - the opaque references of host interactions (confirmation and selection),
 //!   which may appear only in the `interaction` object of the response that
-//!   revealed them.
+//!   revealed them;
+//! - the inference backend's API key, the platform webhook's verify token
+//!   and app secret, a number's sealed access token and the fallback one.
 
 use crate::helpers::endpoint::*;
+use crate::helpers::fake_inference::{FakeInference, FakeReply};
+use crate::helpers::fake_send_api::FakeSendApi;
 use crate::helpers::fixtures::{new_key, valid_definition};
 use crate::helpers::shop::{IMAGE_MARKER, order_status, prepare_address_change};
 use crate::helpers::*;
@@ -631,6 +635,137 @@ async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backe
         .await;
     assert!(turn["interaction"]["operation_ref"].is_string(), "{turn}");
     sigterm(server).await;
+
+    // The configured secrets of the model and of the messaging platform:
+    // an inference API key, the webhook's verify token and app secret, a
+    // number's sealed access token and the fallback one, each in use.
+    let model = FakeInference::start(vec![FakeReply::text("Hola, ¿en qué puedo ayudarte?")]).await;
+    let send_api = FakeSendApi::start().await;
+    let inference_key = unique("sk-inference-");
+    let verify_token = unique("verify-");
+    let app_secret = unique("app-secret-");
+    let number_token = unique("EAAG-number-");
+    let fallback_token = unique("EAAG-fallback-");
+    let token_file = scratch.path().join("number.token");
+    std::fs::write(&token_file, format!("{number_token}\n")).unwrap();
+    let (model_url, send_url) = (model.base_url(), send_api.base_url());
+    sweep
+        .admin(
+            &[
+                "admin",
+                "webhook",
+                "register",
+                "--account",
+                ACCOUNT,
+                "--phone-number-id",
+                "5550001",
+                "--access-token-file",
+                token_file.to_str().unwrap(),
+            ],
+            &rotation,
+        )
+        .await;
+    sweep
+        .admin(
+            &[
+                "admin",
+                "webhook",
+                "register",
+                "--account",
+                ACCOUNT,
+                "--phone-number-id",
+                "5550002",
+            ],
+            &rotation,
+        )
+        .await;
+    let mut configured = rotation.to_vec();
+    configured.extend([
+        ("WARDEN_INFERENCE_URL", model_url.as_str()),
+        ("WARDEN_INFERENCE_MODEL", "fake-model"),
+        ("WARDEN_INFERENCE_API_KEY", inference_key.as_str()),
+        ("WARDEN_WEBHOOK_VERIFY_TOKEN", verify_token.as_str()),
+        ("WARDEN_WEBHOOK_APP_SECRET", app_secret.as_str()),
+        ("WARDEN_PLATFORM_API_URL", send_url.as_str()),
+        ("WARDEN_PLATFORM_ACCESS_TOKEN", fallback_token.as_str()),
+    ]);
+    let server = sweep.start(&configured).await;
+    logs.push(server.logs.clone());
+    sweep.say(None, "Hola").await;
+    let handshake = format!(
+        "/v1/webhooks/platform?hub.mode=subscribe&hub.verify_token={verify_token}&hub.challenge=sweep-challenge"
+    );
+    let request = sweep.client.get(sweep.url(&handshake));
+    assert_eq!(sweep.call("webhook handshake", request).await.0, 200);
+    let wrong = "/v1/webhooks/platform?hub.mode=subscribe&hub.verify_token=wrong&hub.challenge=c";
+    let request = sweep.client.get(sweep.url(wrong));
+    assert_eq!(
+        sweep
+            .call("webhook handshake, wrong token", request)
+            .await
+            .0,
+        403
+    );
+    for (number, id) in [("5550001", "wamid.sweep-1"), ("5550002", "wamid.sweep-2")] {
+        let delivery =
+            serde_json::to_vec(&json!({"object": "whatsapp_business_account", "entry": [{
+            "id": "waba-1", "changes": [{"field": "messages", "value": {
+                "messaging_product": "whatsapp",
+                "metadata": {"display_phone_number": "15550001111", "phone_number_id": number},
+                "messages": [{"from": "34600000001", "id": id, "timestamp": "1763900000",
+                    "type": "text", "text": {"body": "Hola"}}]}}]}]}))
+            .unwrap();
+        let signature = warden::platform::webhook::sign(&app_secret, &delivery);
+        let request = sweep
+            .client
+            .post(sweep.url("/v1/webhooks/platform"))
+            .header("content-type", "application/json")
+            .header("x-hub-signature-256", &signature)
+            .body(delivery.clone());
+        assert_eq!(sweep.call("webhook delivery", request).await.0, 200);
+        let request = sweep
+            .client
+            .post(sweep.url("/v1/webhooks/platform"))
+            .header("content-type", "application/json")
+            .header("x-hub-signature-256", format!("sha256={}", "0".repeat(64)))
+            .body(delivery);
+        assert_eq!(
+            sweep
+                .call("webhook delivery, bad signature", request)
+                .await
+                .0,
+            401
+        );
+    }
+    let replies = send_api.wait_for(2, 30).await;
+    sigterm(server).await;
+    // Each secret did reach the party it is for.
+    let mut authorizations: Vec<String> = replies.iter().map(|r| r.authorization.clone()).collect();
+    authorizations.sort();
+    let mut expected = vec![
+        format!("Bearer {fallback_token}"),
+        format!("Bearer {number_token}"),
+    ];
+    expected.sort();
+    assert_eq!(authorizations, expected);
+    assert!(
+        model.recorded().iter().any(|r| r
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            == Some(format!("Bearer {inference_key}").as_str())),
+        "the model got the inference key"
+    );
+    for (kind, value) in [
+        ("inference API key", &inference_key),
+        ("webhook verify token", &verify_token),
+        ("webhook app secret", &app_secret),
+        ("number access token", &number_token),
+        ("fallback access token", &fallback_token),
+    ] {
+        secrets.push(Secret::text(kind, value));
+    }
+
     for key in [MASTER_KEY, NEXT_MASTER_KEY] {
         secrets.push(Secret::text("master key (base64)", key));
         secrets.push(Secret::bytes(
