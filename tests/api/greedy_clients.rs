@@ -363,6 +363,28 @@ async fn unfinished_large_headers_do_not_grow_memory() {
     drop(held);
 }
 
+/// Counts the calls a fake endpoint is in at once, and the most so far.
+#[derive(Default)]
+struct Gauge {
+    now: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl Gauge {
+    /// A call that takes `time`, counted while it lasts.
+    async fn slow_call(&self, time: Duration) -> axum::http::Response<axum::body::Body> {
+        let count = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(count, Ordering::SeqCst);
+        tokio::time::sleep(time).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        json_response(StatusCode::OK, &json!({"status": "shipped"}))
+    }
+
+    fn most(&self) -> usize {
+        self.most.load(Ordering::SeqCst)
+    }
+}
+
 // Item 3: hanging up does not escape the bounds on work in progress.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_up_requests_cannot_start_unbounded_outbound_calls() {
@@ -377,22 +399,12 @@ async fn hung_up_requests_cannot_start_unbounded_outbound_calls() {
     .await;
     // A slow endpoint that counts the calls it is in at once, per account
     // (each account's capability calls its own path).
-    let gauges = Arc::new([
-        (AtomicUsize::new(0), AtomicUsize::new(0)),
-        (AtomicUsize::new(0), AtomicUsize::new(0)),
-    ]);
+    let gauges = Arc::new([Gauge::default(), Gauge::default()]);
     let in_endpoint = gauges.clone();
     let endpoint = FakeEndpoint::start(move |request| {
         let gauges = in_endpoint.clone();
-        async move {
-            let which = usize::from(request.uri.path().starts_with("/b/"));
-            let (now, most) = &gauges[which];
-            let count = now.fetch_add(1, Ordering::SeqCst) + 1;
-            most.fetch_max(count, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            now.fetch_sub(1, Ordering::SeqCst);
-            json_response(StatusCode::OK, &json!({"status": "shipped"}))
-        }
+        let which = usize::from(request.uri.path().starts_with("/b/"));
+        async move { gauges[which].slow_call(Duration::from_millis(1500)).await }
     })
     .await;
     let mut tenants = Vec::new();
@@ -439,7 +451,7 @@ async fn hung_up_requests_cannot_start_unbounded_outbound_calls() {
         .await;
     let health = probe(address).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let most_a = gauges[0].1.load(Ordering::SeqCst);
+    let most_a = gauges[0].most();
     eprintln!(
         "150 hung-up contract tests: at most {most_a} simultaneous outbound calls of tenant A; \
          A's next request answered {status} in {refused_in:?}; B answered {status_b}; /health {health:?}"
@@ -472,18 +484,11 @@ async fn the_overall_bound_on_work_in_progress_holds_across_accounts() {
         },
     )
     .await;
-    let now = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
-    let (in_now, in_most) = (now.clone(), most.clone());
+    let gauge = Arc::new(Gauge::default());
+    let in_endpoint = gauge.clone();
     let endpoint = FakeEndpoint::start(move |_| {
-        let (now, most) = (in_now.clone(), in_most.clone());
-        async move {
-            let count = now.fetch_add(1, Ordering::SeqCst) + 1;
-            most.fetch_max(count, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(1000)).await;
-            now.fetch_sub(1, Ordering::SeqCst);
-            json_response(StatusCode::OK, &json!({"status": "shipped"}))
-        }
+        let gauge = in_endpoint.clone();
+        async move { gauge.slow_call(Duration::from_millis(1000)).await }
     })
     .await;
     let mut accounts = Vec::new();
@@ -522,7 +527,7 @@ async fn the_overall_bound_on_work_in_progress_holds_across_accounts() {
     for request in requests {
         statuses.push(request.await.unwrap());
     }
-    let most = most.load(Ordering::SeqCst);
+    let most = gauge.most();
     eprintln!(
         "12 tests of 3 accounts under a bound of 4: statuses {statuses:?}, at most {most} calls at once, /health {health:?}"
     );

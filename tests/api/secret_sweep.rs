@@ -649,36 +649,16 @@ async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backe
     let token_file = scratch.path().join("number.token");
     std::fs::write(&token_file, format!("{number_token}\n")).unwrap();
     let (model_url, send_url) = (model.base_url(), send_api.base_url());
-    sweep
-        .admin(
-            &[
-                "admin",
-                "webhook",
-                "register",
-                "--account",
-                ACCOUNT,
-                "--phone-number-id",
-                "5550001",
-                "--access-token-file",
-                token_file.to_str().unwrap(),
-            ],
-            &rotation,
-        )
-        .await;
-    sweep
-        .admin(
-            &[
-                "admin",
-                "webhook",
-                "register",
-                "--account",
-                ACCOUNT,
-                "--phone-number-id",
-                "5550002",
-            ],
-            &rotation,
-        )
-        .await;
+    // One number with its own sealed token, one falling back to the server's.
+    let token_path = token_file.to_str().unwrap();
+    for (number, token) in [("5550001", Some(token_path)), ("5550002", None)] {
+        let mut args = vec!["admin", "webhook", "register", "--account", ACCOUNT];
+        args.extend(["--phone-number-id", number]);
+        if let Some(path) = token {
+            args.extend(["--access-token-file", path]);
+        }
+        sweep.admin(&args, &rotation).await;
+    }
     let mut configured = rotation.to_vec();
     configured.extend([
         ("WARDEN_INFERENCE_URL", model_url.as_str()),
@@ -715,27 +695,18 @@ async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backe
                 "messages": [{"from": "34600000001", "id": id, "timestamp": "1763900000",
                     "type": "text", "text": {"body": "Hola"}}]}}]}]}))
             .unwrap();
-        let signature = warden::platform::webhook::sign(&app_secret, &delivery);
-        let request = sweep
-            .client
-            .post(sweep.url("/v1/webhooks/platform"))
-            .header("content-type", "application/json")
-            .header("x-hub-signature-256", &signature)
-            .body(delivery.clone());
-        assert_eq!(sweep.call("webhook delivery", request).await.0, 200);
-        let request = sweep
-            .client
-            .post(sweep.url("/v1/webhooks/platform"))
-            .header("content-type", "application/json")
-            .header("x-hub-signature-256", format!("sha256={}", "0".repeat(64)))
-            .body(delivery);
-        assert_eq!(
-            sweep
-                .call("webhook delivery, bad signature", request)
-                .await
-                .0,
-            401
-        );
+        let good = warden::platform::webhook::sign(&app_secret, &delivery);
+        let bad = format!("sha256={}", "0".repeat(64));
+        for (label, signature, expected) in [("signed", good, 200), ("bad signature", bad, 401)] {
+            let request = sweep
+                .client
+                .post(sweep.url("/v1/webhooks/platform"))
+                .header("content-type", "application/json")
+                .header("x-hub-signature-256", signature)
+                .body(delivery.clone());
+            let label = format!("webhook delivery, {label}");
+            assert_eq!(sweep.call(&label, request).await.0, expected);
+        }
     }
     let replies = send_api.wait_for(2, 30).await;
     sigterm(server).await;

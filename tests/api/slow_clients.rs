@@ -47,6 +47,14 @@ async fn trickle(stream: &mut TcpStream, bytes: &[u8], every: Duration) -> (bool
     (false, answer)
 }
 
+/// A policy upload whose body never completes: one byte of a hundred.
+fn unfinished_upload(key: &str) -> String {
+    format!(
+        "PUT /v1/agent-policy HTTP/1.1\r\nhost: warden\r\nauthorization: Bearer {key}\r\n\
+         content-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
+    )
+}
+
 /// Reads until the server closes the connection (or `limit` passes).
 async fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Option<Vec<u8>> {
     let mut answer = Vec::new();
@@ -186,13 +194,7 @@ async fn connections_beyond_the_cap_wait_for_a_busy_one_to_finish() {
     for _ in 0..4 {
         let mut stream = connect(&app).await;
         stream
-            .write_all(
-                format!(
-                    "PUT /v1/agent-policy HTTP/1.1\r\nhost: warden\r\nauthorization: Bearer {key}\r\n\
-                     content-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
-                )
-                .as_bytes(),
-            )
+            .write_all(unfinished_upload(&key).as_bytes())
             .await
             .unwrap();
         held.push(stream);
@@ -283,13 +285,7 @@ async fn shutdown_waits_a_bounded_time_for_a_stuck_request() {
         .unwrap();
     // A body that never completes keeps its request in flight.
     stuck
-        .write_all(
-            format!(
-                "PUT /v1/agent-policy HTTP/1.1\r\nhost: warden\r\nauthorization: Bearer {key}\r\n\
-                            content-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
-            )
-            .as_bytes(),
-        )
+        .write_all(unfinished_upload(&key).as_bytes())
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
