@@ -152,6 +152,10 @@ pub enum ApiError {
     /// The request outlived the server's whole-request deadline.
     #[error("the request did not finish in time; retry later")]
     DeadlineElapsed,
+    /// A platform number holds its cap of unfinished messages (503 with
+    /// `Retry-After`): what fitted was queued, the platform retries the rest.
+    #[error("the phone number's queue is full; retry later")]
+    QueueFull { retry_after_secs: u64 },
     /// A refusal of the prompt-integration route (contract 7's table).
     #[error("{message}")]
     Prompt {
@@ -259,7 +263,7 @@ impl ApiError {
                 ErrorCode::InferenceUnavailable,
             ),
             ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError),
-            ApiError::Unavailable(_) | ApiError::DeadlineElapsed => (
+            ApiError::Unavailable(_) | ApiError::DeadlineElapsed | ApiError::QueueFull { .. } => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::ServiceUnavailable,
             ),
@@ -305,7 +309,12 @@ impl IntoResponse for ApiError {
         let info = self.info();
         // A bad webhook signature is a 401 with no bearer scheme to offer.
         let bearer = !matches!(self, ApiError::SignatureMismatch);
-        if info.status.is_server_error() {
+        let retry_after = match self {
+            ApiError::QueueFull { retry_after_secs } => Some(retry_after_secs),
+            _ => None,
+        };
+        // A full queue is back-pressure working, not a failure of the server.
+        if info.status.is_server_error() && retry_after.is_none() {
             // The cause chain is for the operator; the client gets the safe message.
             tracing::error!(code = info.code.as_str(), error = ?anyhow::Error::new(self), "request failed");
         } else {
@@ -316,6 +325,11 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response.extensions_mut().insert(info);
         response
