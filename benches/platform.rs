@@ -137,6 +137,8 @@ async fn run(label: &str, database_url: &str, dir: &std::path::Path) {
             webhook_app_secret: Some(SECRET.into()),
             platform_api_url: api,
             platform_access_token: Some("EAAG-bench".into()),
+            // The whole burst fits: this measures throughput, not the cap.
+            platform_queue_per_number: BURST as u32,
             ..Default::default()
         },
         prompt: Default::default(),

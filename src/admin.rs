@@ -337,7 +337,7 @@ async fn find_account(
 
 /// The platform's number ids are digits; they go into the send API's path.
 fn check_phone_number_id(id: &str) -> anyhow::Result<()> {
-    if !(1..=32).contains(&id.len()) || !id.bytes().all(|b| b.is_ascii_digit()) {
+    if !crate::platform::inbound::is_phone_number_id(id) {
         bail!("a phone number id is 1 to 32 digits");
     }
     Ok(())

@@ -227,6 +227,12 @@ pub struct PlatformArgs {
     /// Worker tasks per server; each claims one message at a time.
     #[arg(long, env = "WARDEN_PLATFORM_WORKERS", default_value_t = PlatformArgs::DEFAULT.platform_workers)]
     pub platform_workers: usize,
+
+    /// Unfinished messages (queued or awaiting their send) one number may
+    /// hold; past it the webhook answers 503 with `Retry-After` and the
+    /// platform delivers again later. At least 1.
+    #[arg(long, env = "WARDEN_PLATFORM_QUEUE_PER_NUMBER", default_value_t = PlatformArgs::DEFAULT.platform_queue_per_number)]
+    pub platform_queue_per_number: u32,
 }
 
 impl PlatformArgs {
@@ -241,6 +247,7 @@ impl PlatformArgs {
         platform_lease_ms: 120_000,
         platform_send_timeout_ms: 10_000,
         platform_workers: 2,
+        platform_queue_per_number: 1_000,
     };
 }
 

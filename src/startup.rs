@@ -273,6 +273,7 @@ fn platform_channel(
         PlatformChannel {
             secrets: WebhookSecrets::new(token, secret),
             wake: Arc::new(tokio::sync::Notify::new()),
+            queue_per_number: i64::from(args.platform_queue_per_number.max(1)),
         },
         send_api,
     )))

@@ -60,9 +60,10 @@ impl Admission {
                 tracing::warn!(
                     "request refused: the server is working on as many requests as it may"
                 );
-                Err(ApiError::Overloaded(
-                    "the server is busy; retry after the time given in Retry-After",
-                ))
+                Err(ApiError::Overloaded {
+                    reason: "the server is busy; retry after the time given in Retry-After",
+                    retry_after_secs: RETRY_AFTER_SECONDS,
+                })
             }
         }
     }
@@ -75,9 +76,10 @@ impl Admission {
                 limit = self.per_account.limit(),
                 "request refused: this account has as many requests in progress as it may"
             );
-            ApiError::Overloaded(
-                "this account has too many requests in progress; retry after the time given in Retry-After",
-            )
+            ApiError::Overloaded {
+                reason: "this account has too many requests in progress; retry after the time given in Retry-After",
+                retry_after_secs: RETRY_AFTER_SECONDS,
+            }
         })
     }
 }

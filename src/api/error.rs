@@ -152,10 +152,16 @@ pub enum ApiError {
     /// The request outlived the server's whole-request deadline.
     #[error("the request did not finish in time; retry later")]
     DeadlineElapsed,
-    /// Refused before any work started: the server, or the account, has as
-    /// much work in progress as it may (`api::admission`). Carries `Retry-After`.
-    #[error("{0}")]
-    Overloaded(&'static str),
+    /// Refused for lack of room, before any work started (a `Retry-After`
+    /// comes with it): the server or the account has as much work in
+    /// progress as it may (`api::admission`), or a platform number holds
+    /// its cap of unfinished messages (what fitted was queued). Back-pressure
+    /// working, not a failure: not logged as an error.
+    #[error("{reason}")]
+    Overloaded {
+        reason: &'static str,
+        retry_after_secs: u64,
+    },
     /// A refusal of the prompt-integration route (contract 7's table).
     #[error("{message}")]
     Prompt {
@@ -263,7 +269,7 @@ impl ApiError {
                 ErrorCode::InferenceUnavailable,
             ),
             ApiError::Sandbox(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError),
-            ApiError::Unavailable(_) | ApiError::DeadlineElapsed | ApiError::Overloaded(_) => (
+            ApiError::Unavailable(_) | ApiError::DeadlineElapsed | ApiError::Overloaded { .. } => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::ServiceUnavailable,
             ),
@@ -309,8 +315,13 @@ impl IntoResponse for ApiError {
         let info = self.info();
         // A bad webhook signature is a 401 with no bearer scheme to offer.
         let bearer = !matches!(self, ApiError::SignatureMismatch);
-        let retry_after = matches!(self, ApiError::Overloaded(_));
-        if info.status.is_server_error() {
+        let retry_after = match self {
+            ApiError::Overloaded {
+                retry_after_secs, ..
+            } => Some(retry_after_secs),
+            _ => None,
+        };
+        if info.status.is_server_error() && retry_after.is_none() {
             // The cause chain is for the operator; the client gets the safe message.
             tracing::error!(code = info.code.as_str(), error = ?anyhow::Error::new(self), "request failed");
         } else {
@@ -322,11 +333,10 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if retry_after {
-            response.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from(super::admission::RETRY_AFTER_SECONDS),
-            );
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response.extensions_mut().insert(info);
         response

@@ -21,6 +21,9 @@ use crate::platform::webhook::{HandshakeError, Signature, SignatureError};
 /// a few kilobytes.
 pub const MAX_WEBHOOK_BYTES: usize = 256 * 1024;
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
+/// `Retry-After` of the 503 for a full number: long enough for its workers
+/// to drain some of the backlog, short next to the platform's own retries.
+pub const QUEUE_FULL_RETRY_AFTER_SECS: u64 = 30;
 
 #[utoipa::path(
     get,
@@ -88,7 +91,8 @@ pub async fn verify_platform_webhook(
         (status = 401, description = "The signature does not match the raw body", body = FlatError),
         (status = 404, description = "No registered phone number, or the channel is not configured", body = FlatError),
         (status = 413, description = "Body over 256 KiB", body = FlatError),
-        (status = 503, description = "The database does not answer", body = FlatError),
+        (status = 503, description = "The database does not answer, or a number's queue is full (what fitted was queued; a retry finds it `duplicated`)", body = FlatError,
+            headers(("Retry-After" = u64, description = "Seconds to wait; sent when a number's queue is full"))),
     )
 )]
 pub async fn receive_platform_webhook(
@@ -140,14 +144,20 @@ pub async fn receive_platform_webhook(
         ));
     }
     let changes = inbound::parse(value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let answer = queue::receive(&app.store, changes)
+    let receipt = queue::receive(&app.store, changes, channel.queue_per_number)
         .await
         .map_err(|err| match err {
             ReceiveError::NotRegistered => ApiError::NotFound("the phone number is not registered"),
             ReceiveError::Store(err) => err.into(),
         })?;
-    if answer.status == queue::Outcome::Accepted {
+    if receipt.answer.status == queue::Outcome::Accepted {
         channel.wake.notify_waiters();
     }
-    Ok(Json(answer))
+    if receipt.queue_full {
+        return Err(ApiError::Overloaded {
+            reason: "the phone number's queue is full; retry later",
+            retry_after_secs: QUEUE_FULL_RETRY_AFTER_SECS,
+        });
+    }
+    Ok(Json(receipt.answer))
 }

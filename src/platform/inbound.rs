@@ -3,6 +3,12 @@
 //! read: `metadata.phone_number_id` routes it, `messages[]` of type `text`
 //! are queued, and everything else (status updates, other message types,
 //! items out of bounds) is reported as intentionally ignored.
+//!
+//! Nothing that cannot be stored the same way on both databases reaches
+//! one: a message whose text holds NUL, or whose id or sender id holds any
+//! control character (an id also becomes the reply's `Idempotency-Key`
+//! header), is ignored as `invalid_message`; a `phone_number_id` that is
+//! not 1 to 32 digits cannot be registered and is never looked up.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -13,6 +19,7 @@ use crate::domain::closed_set::closed_set;
 pub const MAX_TEXT_CHARS: usize = 4096;
 pub const MAX_MESSAGE_ID_CHARS: usize = 256;
 pub const MAX_SENDER_CHARS: usize = 64;
+pub const MAX_PHONE_NUMBER_ID_DIGITS: usize = 32;
 /// Items (messages and status updates) read from one delivery.
 pub const MAX_ITEMS: usize = 1000;
 
@@ -30,6 +37,9 @@ closed_set! {
         NumberNotRegistered = "number_not_registered",
         /// The delivery carries no message at all.
         NoMessage = "no_message",
+        /// A field that cannot be stored or sent: NUL in the text, a control
+        /// character in the message id or the sender id. Nothing of it is kept.
+        InvalidMessage = "invalid_message",
     }
 }
 
@@ -130,12 +140,16 @@ fn message(m: &Value) -> Item {
     if m.get("type").and_then(Value::as_str) != Some("text") {
         return ignored(IgnoredReason::NotText);
     }
-    let from = bounded_str(m.get("from"), MAX_SENDER_CHARS)
-        .filter(|f| f.bytes().all(|b| b.is_ascii_graphic()));
-    let body = m
-        .pointer("/text/body")
-        .and_then(Value::as_str)
-        .filter(|b| !b.trim().is_empty() && b.chars().count() <= MAX_TEXT_CHARS);
+    let from = bounded_str(m.get("from"), MAX_SENDER_CHARS);
+    let body = m.pointer("/text/body").and_then(Value::as_str);
+    let unstorable = id.as_deref().is_some_and(has_control)
+        || from.as_deref().is_some_and(has_control)
+        || body.is_some_and(|b| b.contains('\0'));
+    if unstorable {
+        return ignored(IgnoredReason::InvalidMessage);
+    }
+    let from = from.filter(|f| f.bytes().all(|b| b.is_ascii_graphic()));
+    let body = body.filter(|b| !b.trim().is_empty() && b.chars().count() <= MAX_TEXT_CHARS);
     match (&id, from, body) {
         (Some(id), Some(from), Some(body)) => Item::Text {
             id: id.clone(),
@@ -144,6 +158,17 @@ fn message(m: &Value) -> Item {
         },
         _ => ignored(IgnoredReason::Malformed),
     }
+}
+
+/// NUL, CR, LF and every other C0 or C1 control character, and DEL.
+fn has_control(text: &str) -> bool {
+    text.chars().any(char::is_control)
+}
+
+/// A `phone_number_id` as registered (`warden admin webhook register`): 1 to
+/// 32 ASCII digits. Anything else is not a registered number.
+pub fn is_phone_number_id(id: &str) -> bool {
+    (1..=MAX_PHONE_NUMBER_ID_DIGITS).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_digit())
 }
 
 fn bounded_str(value: Option<&Value>, max: usize) -> Option<String> {
@@ -197,6 +222,41 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn unstorable_fields_make_the_message_invalid() {
+        let text = |from: &str, id: &str, body: &str| json!({"from": from, "id": id, "type": "text", "text": {"body": body}});
+        let changes = parse(json!({"entry": [{"changes": [{"value": {
+            "metadata": {"phone_number_id": "1"},
+            "messages": [
+                text("346", "wamid.A", "hola\u{0}mundo"),
+                text("346", "wamid.\u{0}", "hola"),
+                text("3\u{0}46", "wamid.C", "hola"),
+                text("346", "wamid.D\r\n", "hola"),
+                text("346", "wamid.E\u{85}", "hola"),
+                text("346", "wamid.F", "línea\nsiguiente\t\u{1}"),
+            ]
+        }}]}]}))
+        .unwrap();
+        let reasons: Vec<_> = changes[0]
+            .items
+            .iter()
+            .map(|item| match item {
+                Item::Ignored { reason, .. } => Some(*reason),
+                Item::Text { .. } => None,
+            })
+            .collect();
+        let invalid = Some(IgnoredReason::InvalidMessage);
+        assert_eq!(
+            reasons,
+            [invalid, invalid, invalid, invalid, invalid, None],
+            "text may hold line breaks and other controls, never NUL"
+        );
+        assert!(is_phone_number_id("1029384756"));
+        for bad in ["", "12a", "1\u{0}2", "١٢", &"1".repeat(33)] {
+            assert!(!is_phone_number_id(bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //!
 //! - `webhook`: the handshake and `X-Hub-Signature-256`, checked in constant time;
 //! - `inbound`: what a delivery says (text messages; the rest is ignored);
-//! - `queue`: routing by `phone_number_id`, pseudonyms, dedup, the answer;
-//! - `worker`: claims one message at a time, runs the turn, sends the reply;
+//! - `queue`: routing by `phone_number_id`, pseudonyms, dedup, the cap per
+//!   number, the answer;
+//! - `worker`: claims one message at a time (fairly across numbers), runs
+//!   the turn, sends the reply;
 //! - `send_api`: the one client of the platform's send API;
 //! - `access_token`: a number's token, sealed under the master keyring.
 //!
@@ -26,4 +28,6 @@ pub struct PlatformChannel {
     pub secrets: webhook::WebhookSecrets,
     /// Wakes this server's workers when a message was queued.
     pub wake: Arc<Notify>,
+    /// Unfinished messages one number may hold (`WARDEN_PLATFORM_QUEUE_PER_NUMBER`).
+    pub queue_per_number: i64,
 }

@@ -8,16 +8,24 @@
 //! "status": "accepted"|"duplicated"|"ignored", "reason"?: "status_update"|…}]}`.
 //! The top-level status is `accepted` if any message was, else `duplicated`
 //! if any was, else `ignored` (also for a delivery with no item at all).
+//!
+//! Everything that can refuse the delivery whole is decided before the
+//! first insert (what each item is, the routes, the pseudonym salts), so a
+//! delivery is never half-queued and then failed: after the first insert
+//! only a database failure (503) or a full number can interrupt it, and a
+//! retry then finds what was queued `duplicated`. A number holding its cap
+//! of unfinished messages takes no more; the rest of the delivery is still
+//! queued and the answer is 503 with `Retry-After`, so the platform retries.
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::inbound::{Change, IgnoredReason, Item};
+use super::inbound::{Change, IgnoredReason, Item, is_phone_number_id};
 use crate::domain::account::AccountId;
 use crate::domain::closed_set::closed_set;
 use crate::signing::context::user_subject;
-use crate::store::platform::NewInbound;
+use crate::store::platform::{Enqueued, NewInbound};
 use crate::store::{Store, StoreError};
 
 closed_set! {
@@ -60,69 +68,107 @@ pub enum ReceiveError {
     Store(#[from] StoreError),
 }
 
-/// Queues what a delivery carries; returns the answer and how many were accepted.
-pub async fn receive(store: &Store, changes: Vec<Change>) -> Result<WebhookAnswer, ReceiveError> {
-    // Route first: nothing is queued from a delivery that answers 404.
+/// What a delivery left in the queue.
+#[derive(Debug)]
+pub struct Receipt {
+    pub answer: WebhookAnswer,
+    /// A number was full: some of its messages were not queued (503).
+    pub queue_full: bool,
+}
+
+/// Queues what a delivery carries, at most `per_number` unfinished messages
+/// per number.
+pub async fn receive(
+    store: &Store,
+    changes: Vec<Change>,
+    per_number: i64,
+) -> Result<Receipt, ReceiveError> {
+    // Route first: nothing is queued from a delivery that answers 404. A
+    // number id that cannot be a registered one is not looked up.
     let mut routes: HashMap<String, Option<AccountId>> = HashMap::new();
     for number in changes.iter().filter_map(|c| c.phone_number_id.as_ref()) {
         if !routes.contains_key(number) {
-            let account = store
-                .find_platform_number(number)
-                .await?
-                .map(|n| n.account());
+            let account = if is_phone_number_id(number) {
+                store
+                    .find_platform_number(number)
+                    .await?
+                    .map(|n| n.account())
+            } else {
+                None
+            };
             routes.insert(number.clone(), account);
         }
     }
     if !routes.is_empty() && routes.values().all(Option::is_none) {
         return Err(ReceiveError::NotRegistered);
     }
-    let mut salts: HashMap<AccountId, String> = HashMap::new();
-    let mut messages = Vec::new();
-    for change in changes {
-        let account = change
+    let route = |change: &Change| {
+        change
             .phone_number_id
             .as_ref()
-            .and_then(|n| routes.get(n).copied().flatten());
-        for item in change.items {
+            .and_then(|n| routes.get(n).copied().flatten())
+    };
+    // The salts of the accounts that will queue something.
+    let mut salts: HashMap<AccountId, String> = HashMap::new();
+    for change in &changes {
+        let Some(account) = route(change) else {
+            continue;
+        };
+        let texts = change.items.iter().any(|i| matches!(i, Item::Text { .. }));
+        if texts && !salts.contains_key(&account) {
+            let (_, salt) = store.account_identity(&account).await?;
+            salts.insert(account, salt);
+        }
+    }
+    let mut messages = Vec::new();
+    let mut full: Vec<String> = Vec::new();
+    for change in &changes {
+        let account = route(change);
+        for item in &change.items {
             let outcome = match (item, account, &change.phone_number_id) {
                 (Item::Text { id, from, body }, Some(account), Some(number)) => {
-                    let salt = match salts.get(&account) {
-                        Some(salt) => salt.clone(),
-                        None => {
-                            let (_, salt) = store.account_identity(&account).await?;
-                            salts.insert(account, salt.clone());
-                            salt
+                    if full.contains(number) {
+                        // Not offered again: the platform retries the delivery.
+                        continue;
+                    }
+                    let pseudonym = user_subject(&salts[&account], from);
+                    let enqueued = store
+                        .enqueue_platform_message(
+                            &NewInbound {
+                                platform_message_id: id,
+                                account,
+                                phone_number_id: number,
+                                user_pseudonym: &pseudonym,
+                                recipient: from,
+                                body,
+                            },
+                            per_number,
+                        )
+                        .await?;
+                    let status = match enqueued {
+                        Enqueued::Accepted => Outcome::Accepted,
+                        Enqueued::Duplicated => Outcome::Duplicated,
+                        Enqueued::QueueFull => {
+                            full.push(number.clone());
+                            continue;
                         }
                     };
-                    let pseudonym = user_subject(&salt, &from);
-                    let fresh = store
-                        .enqueue_platform_message(&NewInbound {
-                            platform_message_id: &id,
-                            account,
-                            phone_number_id: number,
-                            user_pseudonym: &pseudonym,
-                            recipient: &from,
-                            body: &body,
-                        })
-                        .await?;
-                    let status = if fresh {
-                        Outcome::Accepted
-                    } else {
-                        Outcome::Duplicated
-                    };
                     ItemOutcome {
-                        id: Some(id),
+                        id: Some(id.clone()),
                         status,
                         reason: None,
                     }
                 }
                 (Item::Text { id, .. }, _, _) => {
-                    ignored(Some(id), IgnoredReason::NumberNotRegistered)
+                    ignored(Some(id.clone()), IgnoredReason::NumberNotRegistered)
                 }
-                (Item::Ignored { id, reason }, _, _) => ignored(id, reason),
+                (Item::Ignored { id, reason }, _, _) => ignored(id.clone(), *reason),
             };
             messages.push(outcome);
         }
+    }
+    if !full.is_empty() {
+        tracing::warn!(numbers = ?full, per_number, "platform queue full for a number; delivery refused with 503");
     }
     let status = [Outcome::Accepted, Outcome::Duplicated]
         .into_iter()
@@ -131,7 +177,10 @@ pub async fn receive(store: &Store, changes: Vec<Change>) -> Result<WebhookAnswe
     if messages.is_empty() {
         messages.push(ignored(None, IgnoredReason::NoMessage));
     }
-    Ok(WebhookAnswer { status, messages })
+    Ok(Receipt {
+        answer: WebhookAnswer { status, messages },
+        queue_full: !full.is_empty(),
+    })
 }
 
 fn ignored(id: Option<String>, reason: IgnoredReason) -> ItemOutcome {

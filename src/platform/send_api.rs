@@ -1,11 +1,15 @@
 //! The one client of the platform's send API:
 //! `POST {base}/{phone_number_id}/messages` with the bearer token and the
 //! text-message body. No proxies, no redirects, a deadline per call; the
-//! answer is classified, never read beyond its status.
+//! answer is classified, never read beyond its status. A request that
+//! cannot be built (an id or token that cannot be a header value) is a
+//! permanent failure: no attempt could ever send it.
 
 use std::time::Duration;
 
+use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde::Serialize;
+use zeroize::Zeroizing;
 
 use super::inbound::MAX_TEXT_CHARS;
 
@@ -30,6 +34,9 @@ pub enum SendError {
     /// The platform refused this message; resending cannot help.
     #[error("the platform refused the message: {0}")]
     Refused(String),
+    /// The request cannot be built from what is stored; never retried.
+    #[error("the send request cannot be built: {0}")]
+    Unbuildable(&'static str),
 }
 
 #[derive(Serialize)]
@@ -79,10 +86,12 @@ impl SendApi {
         body: &str,
         dedup_key: &str,
     ) -> Result<(), SendError> {
-        let url = format!(
-            "{}/{phone_number_id}/messages",
-            self.base.as_str().trim_end_matches('/')
-        );
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| SendError::Unbuildable("the send API's URL takes no path"))?
+            .pop_if_empty()
+            .push(phone_number_id)
+            .push("messages");
         let message = TextMessage {
             messaging_product: "whatsapp",
             recipient_type: "individual",
@@ -92,13 +101,23 @@ impl SendApi {
                 body: truncate(body, MAX_TEXT_CHARS),
             },
         };
-        let response = self
+        let idempotency_key = HeaderValue::from_str(dedup_key)
+            .map_err(|_| SendError::Unbuildable("the message id cannot be an Idempotency-Key"))?;
+        let bearer = Zeroizing::new(format!("Bearer {token}"));
+        let mut authorization = HeaderValue::from_str(&bearer)
+            .map_err(|_| SendError::Unbuildable("the access token cannot be a header value"))?;
+        authorization.set_sensitive(true);
+        let request = self
             .client
             .post(url)
-            .bearer_auth(token)
-            .header(IDEMPOTENCY_HEADER, dedup_key)
+            .header(AUTHORIZATION, authorization)
+            .header(IDEMPOTENCY_HEADER, idempotency_key)
             .json(&message)
-            .send()
+            .build()
+            .map_err(|_| SendError::Unbuildable("the request is not valid"))?;
+        let response = self
+            .client
+            .execute(request)
             .await
             // The error may name the URL, never the token.
             .map_err(|e| SendError::Transient(e.without_url().to_string()))?;
@@ -119,5 +138,35 @@ fn truncate(text: &str, max: usize) -> &str {
     match text.char_indices().nth(max) {
         Some((at, _)) => &text[..at],
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_that_cannot_be_built_is_permanent_and_never_sent() {
+        // Nothing listens on port 9: a request that were sent would be transient.
+        let api = SendApi::new("http://127.0.0.1:9/v21.0", Duration::from_secs(1), true).unwrap();
+        let send = |token: &'static str, key: &'static str| {
+            let api = api.clone();
+            async move { api.send_text("123", token, "346", "hola", key).await }
+        };
+        for (token, key) in [
+            ("EAAG", "wamid.A\r\nX-Injected: 1"),
+            ("EAAG", "wamid.\0"),
+            ("EAAG\n", "wamid.B"),
+        ] {
+            let sent = send(token, key).await;
+            assert!(
+                matches!(sent, Err(SendError::Unbuildable(_))),
+                "{token:?} {key:?}: {sent:?}"
+            );
+        }
+        assert!(matches!(
+            send("EAAG", "wamid.C").await,
+            Err(SendError::Transient(_))
+        ));
     }
 }

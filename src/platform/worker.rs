@@ -179,6 +179,7 @@ impl Worker {
             Ok(()) => {}
             Err(SendError::Transient(why)) => return Err(Failure::Retry(why)),
             Err(SendError::Refused(why)) => return Err(Failure::Dead(why)),
+            Err(err @ SendError::Unbuildable(_)) => return Err(Failure::Dead(err.to_string())),
         }
         match self.store.mark_platform_replied(message.seq, owner).await {
             Ok(true) => tracing::info!(seq = message.seq, "platform reply sent"),

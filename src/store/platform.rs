@@ -9,6 +9,14 @@
 //! one statement; a lapsed lease (a crashed server) is taken over. A
 //! message is claimable only when no earlier message of the same user and
 //! number is still unfinished, so each user is answered in arrival order.
+//!
+//! Claims are fair across numbers: each message carries a `claim_round`,
+//! its number's last unfinished round + 1 but never below the highest
+//! round claimed so far, and the lowest round is claimed first. Every
+//! number with a backlog is served once per round, so a quiet number's
+//! message is claimed after about one message of each other busy number,
+//! whatever their backlogs and however many workers claim. A number holds
+//! at most a configured count of unfinished messages; the insert checks it.
 
 use super::credentials::ResealCounts;
 use super::{Store, StoreError, StoreResult, on_pool};
@@ -63,6 +71,16 @@ pub struct NewInbound<'a> {
     pub body: &'a str,
 }
 
+/// What became of a message offered to the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    Accepted,
+    /// Its platform id was queued before.
+    Duplicated,
+    /// Its number already holds its cap of unfinished messages.
+    QueueFull,
+}
+
 /// A message a worker holds the lease of.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ClaimedInbound {
@@ -99,6 +117,18 @@ pub struct QueueCounts {
 const NUMBER_COLUMNS: &str =
     "phone_number_id, account_id, master_key_id, nonce, ciphertext, created_at";
 const CLAIMED_COLUMNS: &str = "seq, platform_message_id, account_id, phone_number_id, user_pseudonym, recipient, body, state, reply, attempts";
+
+/// `alias.state IN ('queued', 'answered')`, with the states written out:
+/// the partial indexes of migration 0013 carry this predicate, and a
+/// planner uses them only when the query spells it the same (a bound
+/// parameter would not match).
+fn unfinished(alias: &str) -> String {
+    format!(
+        "{alias}.state IN ('{}', '{}')",
+        InboundState::Queued.as_str(),
+        InboundState::Answered.as_str()
+    )
+}
 
 impl Store {
     /// Registers a number for an account, or replaces its token. Returns
@@ -203,35 +233,70 @@ impl Store {
         })?)
     }
 
-    /// Queues a message once: false when its platform id was seen before.
-    pub async fn enqueue_platform_message(&self, message: &NewInbound<'_>) -> StoreResult<bool> {
+    /// Queues a message once, in one statement that also takes its claim
+    /// round and checks its number's cap (`per_number` unfinished messages).
+    /// SQLite: exact (one writer). PostgreSQL: each statement counts what
+    /// was committed before it, so concurrent deliveries for one number can
+    /// pass the cap by at most one message each.
+    pub async fn enqueue_platform_message(
+        &self,
+        message: &NewInbound<'_>,
+        per_number: i64,
+    ) -> StoreResult<Enqueued> {
         let _gate = self.write_turn().await;
+        let greatest = match self {
+            Store::Postgres(_) => "GREATEST",
+            Store::Sqlite(_) => "MAX",
+        };
+        let (o, c) = (unfinished("o"), unfinished("c"));
+        let sql = format!(
+            "INSERT INTO platform_inbound (platform_message_id, account_id, phone_number_id, user_pseudonym, \
+             recipient, body, state, claim_round, next_attempt_at, received_at, updated_at) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, {greatest}(\
+               COALESCE((SELECT MAX(o.claim_round) FROM platform_inbound o WHERE o.phone_number_id = $3 AND {o}), 0) + 1, \
+               COALESCE((SELECT MAX(r.claim_round) FROM platform_inbound r WHERE r.attempts > 0), 0)), \
+             $8, $8, $8 \
+             WHERE (SELECT COUNT(*) FROM platform_inbound c WHERE c.phone_number_id = $3 AND {c}) < $9 \
+             ON CONFLICT (platform_message_id) DO NOTHING"
+        );
         let now = now_millis();
         let affected = on_pool!(self, pool => {
-            sqlx::query(
-                "INSERT INTO platform_inbound (platform_message_id, account_id, phone_number_id, user_pseudonym, \
-                 recipient, body, state, next_attempt_at, received_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $8) ON CONFLICT (platform_message_id) DO NOTHING",
-            )
-            .bind(message.platform_message_id)
-            .bind(message.account.number())
-            .bind(message.phone_number_id)
-            .bind(message.user_pseudonym)
-            .bind(message.recipient)
-            .bind(message.body)
-            .bind(InboundState::Queued)
-            .bind(now)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
+            sqlx::query(&sql)
+                .bind(message.platform_message_id)
+                .bind(message.account.number())
+                .bind(message.phone_number_id)
+                .bind(message.user_pseudonym)
+                .bind(message.recipient)
+                .bind(message.body)
+                .bind(InboundState::Queued)
+                .bind(now)
+                .bind(per_number)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
         })?;
-        Ok(affected == 1)
+        if affected == 1 {
+            return Ok(Enqueued::Accepted);
+        }
+        // Nothing inserted: seen before, or the number is full.
+        let seen: i64 = on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM platform_inbound WHERE platform_message_id = $1")
+                .bind(message.platform_message_id)
+                .fetch_one(pool)
+                .await
+        })?;
+        Ok(if seen > 0 {
+            Enqueued::Duplicated
+        } else {
+            Enqueued::QueueFull
+        })
     }
 
-    /// Takes the lease of the oldest ready message whose user has nothing
-    /// earlier unfinished, in one statement (PostgreSQL: rows another
-    /// replica is claiming are skipped, not waited for; SQLite: the
-    /// statement holds the single write lock). Counts the attempt.
+    /// Takes the lease of the ready message of the lowest claim round (then
+    /// the oldest) whose user has nothing earlier unfinished, in one
+    /// statement (PostgreSQL: rows another replica is claiming are skipped,
+    /// not waited for; SQLite: the statement holds the single write lock).
+    /// Counts the attempt.
     pub async fn claim_platform_message(
         &self,
         owner: &str,
@@ -242,14 +307,15 @@ impl Store {
             Store::Postgres(_) => "FOR UPDATE SKIP LOCKED",
             Store::Sqlite(_) => "",
         };
+        let (m, e) = (unfinished("m"), unfinished("e"));
         let sql = format!(
             "UPDATE platform_inbound SET lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3 \
              WHERE seq = (SELECT m.seq FROM platform_inbound m \
-               WHERE m.state IN ($4, $5) AND m.next_attempt_at <= $3 \
+               WHERE {m} AND m.next_attempt_at <= $3 \
                AND (m.lease_until IS NULL OR m.lease_until < $3) \
                AND NOT EXISTS (SELECT 1 FROM platform_inbound e WHERE e.phone_number_id = m.phone_number_id \
-                 AND e.user_pseudonym = m.user_pseudonym AND e.seq < m.seq AND e.state IN ($4, $5)) \
-               ORDER BY m.seq LIMIT 1 {lock}) \
+                 AND e.user_pseudonym = m.user_pseudonym AND e.seq < m.seq AND {e}) \
+               ORDER BY m.claim_round, m.seq LIMIT 1 {lock}) \
              RETURNING {CLAIMED_COLUMNS}"
         );
         let now = now_millis();
@@ -258,8 +324,6 @@ impl Store {
                 .bind(owner)
                 .bind(now + lease_millis)
                 .bind(now)
-                .bind(InboundState::Queued)
-                .bind(InboundState::Answered)
                 .fetch_optional(pool)
                 .await
         })?)

@@ -13,15 +13,23 @@
 //! - no conversation exists without its messages;
 //! - (prompt integrations, their own test) every execution that reached the
 //!   model is recorded, and the day's reservations equal the executions that
-//!   succeeded: a failed one gave its reservation back.
+//!   succeeded: a failed one gave its reservation back;
+//! - (the platform webhook, its own test) once the platform re-sends every
+//!   delivery, each message is queued exactly once, none stays leased or
+//!   unfinished, and the worker replies once per message, in each user's
+//!   arrival order.
 //!
 //! The seed is printed; `WARDEN_ABORT_SEED` replays a run and
 //! `WARDEN_ABORT_ROUNDS` (default 24 per route) makes it longer.
 
 use crate::helpers::fake_inference::FakeReply;
+use crate::helpers::fake_send_api::FakeSendApi;
 use crate::helpers::fixtures::{CREDENTIAL, valid_definition};
 use crate::helpers::shop::*;
 use crate::helpers::*;
+use crate::platform_webhook::{
+    APP_SECRET, NUMBER, PATH, delivery, platform_args, post_signed, register, text, wait_for_queue,
+};
 use crate::prompt_integrations::{Forms, GOOD_OUTPUT, IP_HEADER, ORIGIN, topic};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -30,6 +38,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use warden::platform::webhook::sign;
 use warden::store::Store;
 
 /// One request as bytes on the wire.
@@ -502,4 +511,105 @@ async fn hung_up_prompt_executions_give_back_what_they_reserved(backend: Backend
         .execute("10.8.0.1", &topic("boots", &forms.token()))
         .await;
     assert_eq!(status, 200, "{body}");
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_up_webhook_deliveries_queue_each_message_once(backend: Backend) {
+    let seed = seed();
+    eprintln!("abort harness seed: {seed} (WARDEN_ABORT_SEED replays it)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let api = FakeSendApi::start().await;
+    let app =
+        TestApp::spawn_with_platform(TestDb::new(backend).await, platform_args(&api.base_url()))
+            .await;
+    app.account_with_key("shop").await;
+    register(&app, "shop", NUMBER, None).await;
+    let address: SocketAddr = app.address.trim_start_matches("http://").parse().unwrap();
+    // Deliveries of one to three messages from five users.
+    let rounds = rounds() * 4;
+    let mut ids = Vec::new();
+    let deliveries: Vec<Value> = (0..rounds)
+        .map(|i| {
+            let messages = (0..1 + i % 3)
+                .map(|k| {
+                    let id = format!("wamid.abort.{i:03}.{k}");
+                    ids.push(id.clone());
+                    text(
+                        &format!("3460000000{}", (i + k) % 5),
+                        &id,
+                        &format!("hola {i} {k}"),
+                    )
+                })
+                .collect();
+            delivery(NUMBER, messages, vec![])
+        })
+        .collect();
+    let probes = deliveries
+        .iter()
+        .map(|d| {
+            // Signed over exactly the bytes `Probe::public` sends.
+            let signature = sign(APP_SECRET, d.to_string().as_bytes());
+            Probe::public("POST", PATH, &[("x-hub-signature-256", signature)], d)
+        })
+        .collect();
+    hang_up_all(address, probes, 4, &mut rng).await;
+    eprintln!(
+        "abort harness: {rounds} webhook deliveries ({} messages) aborted on {backend:?}",
+        ids.len()
+    );
+
+    // The platform re-sends every delivery it saw no 200 for (here: all).
+    for d in &deliveries {
+        let (status, body) = post_signed(&app, d).await;
+        assert_eq!(status, 200, "{body}");
+        for m in body["messages"].as_array().unwrap() {
+            assert!(
+                m["status"] == "accepted" || m["status"] == "duplicated",
+                "{body}"
+            );
+        }
+    }
+    // Each message queued exactly once.
+    let store = &app.store;
+    let mut stored = strings(
+        store,
+        "SELECT platform_message_id FROM platform_inbound ORDER BY seq",
+    )
+    .await;
+    let queued_order = stored.clone();
+    stored.sort();
+    let mut wanted = ids.clone();
+    wanted.sort();
+    assert_eq!(stored, wanted, "every message queued exactly once");
+
+    // The worker replies once per message, in each user's arrival order,
+    // and nothing stays leased or unfinished.
+    api.wait_for(ids.len(), 120).await;
+    wait_for_queue(&app, "replied", ids.len() as i64).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let delivered = api.delivered();
+    assert_eq!(delivered.len(), ids.len(), "one reply per message");
+    for u in 0..5 {
+        let user = format!("3460000000{u}");
+        let ours = |key: &String| {
+            delivered
+                .iter()
+                .any(|d| &d.idempotency_key == key && d.body["to"] == user.as_str())
+        };
+        let replied: Vec<_> = delivered
+            .iter()
+            .filter(|d| d.body["to"] == user.as_str())
+            .map(|d| d.idempotency_key.clone())
+            .collect();
+        let queued: Vec<_> = queued_order.iter().filter(|k| ours(k)).cloned().collect();
+        assert_eq!(replied, queued, "{user}'s replies in arrival order");
+    }
+    let unfinished = scalar(
+        store,
+        "SELECT COUNT(*) FROM platform_inbound WHERE lease_owner IS NOT NULL \
+         OR state <> 'replied' OR recipient IS NOT NULL OR body IS NOT NULL",
+    )
+    .await;
+    assert_eq!(unfinished, 0, "nothing leased, unfinished or kept");
 }

@@ -9,12 +9,12 @@ use warden::cli::{AdminCommand, DatabaseArgs, MasterKeyArgs, PlatformArgs, Webho
 use warden::platform::webhook::sign;
 
 const VERIFY_TOKEN: &str = "verify-token-of-the-test";
-const APP_SECRET: &str = "app-secret-of-the-test";
-const NUMBER: &str = "1029384756";
+pub(crate) const APP_SECRET: &str = "app-secret-of-the-test";
+pub(crate) const NUMBER: &str = "1029384756";
 const FALLBACK_TOKEN: &str = "EAAG-fallback-token";
-const PATH: &str = "/v1/webhooks/platform";
+pub(crate) const PATH: &str = "/v1/webhooks/platform";
 
-fn platform_args(api_url: &str) -> PlatformArgs {
+pub(crate) fn platform_args(api_url: &str) -> PlatformArgs {
     PlatformArgs {
         webhook_verify_token: Some(VERIFY_TOKEN.into()),
         webhook_app_secret: Some(APP_SECRET.into()),
@@ -42,7 +42,12 @@ async fn webhook_admin(app: &TestApp, command: WebhookCommand) -> anyhow::Result
     warden::admin::execute(&app.store, &database, &keys, AdminCommand::Webhook(command)).await
 }
 
-async fn register(app: &TestApp, account: &str, number: &str, token: Option<&str>) -> Value {
+pub(crate) async fn register(
+    app: &TestApp,
+    account: &str,
+    number: &str,
+    token: Option<&str>,
+) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let access_token_file = token.map(|t| {
         let path = dir.path().join("token");
@@ -61,11 +66,11 @@ async fn register(app: &TestApp, account: &str, number: &str, token: Option<&str
     .unwrap()
 }
 
-fn text(from: &str, id: &str, body: &str) -> Value {
+pub(crate) fn text(from: &str, id: &str, body: &str) -> Value {
     json!({"from": from, "id": id, "timestamp": "1763900000", "type": "text", "text": {"body": body}})
 }
 
-fn delivery(number: &str, messages: Vec<Value>, statuses: Vec<Value>) -> Value {
+pub(crate) fn delivery(number: &str, messages: Vec<Value>, statuses: Vec<Value>) -> Value {
     json!({"object": "whatsapp_business_account", "entry": [{"id": "waba-1", "changes": [{
         "field": "messages",
         "value": {
@@ -89,7 +94,7 @@ async fn post_raw(app: &TestApp, body: &[u8], signature: Option<&str>) -> (u16, 
     status_and_json(request.send().await.unwrap()).await
 }
 
-async fn post_signed(app: &TestApp, payload: &Value) -> (u16, Value) {
+pub(crate) async fn post_signed(app: &TestApp, payload: &Value) -> (u16, Value) {
     let bytes = serde_json::to_vec(payload).unwrap();
     post_raw(app, &bytes, Some(&sign(APP_SECRET, &bytes))).await
 }
@@ -359,7 +364,7 @@ async fn duplicates_status_updates_and_other_types_are_reported(backend: Backend
 }
 
 /// One text column of every row a query returns.
-async fn strings(app: &TestApp, sql: &str) -> Vec<Option<String>> {
+pub(crate) async fn strings(app: &TestApp, sql: &str) -> Vec<Option<String>> {
     use warden::store::Store;
     match &app.store {
         Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
@@ -367,13 +372,13 @@ async fn strings(app: &TestApp, sql: &str) -> Vec<Option<String>> {
     }
 }
 
-async fn queue_counts(app: &TestApp) -> Value {
+pub(crate) async fn queue_counts(app: &TestApp) -> Value {
     webhook_admin(app, WebhookCommand::Queue { account: None })
         .await
         .unwrap()
 }
 
-async fn wait_for_queue(app: &TestApp, state: &str, n: i64) -> Value {
+pub(crate) async fn wait_for_queue(app: &TestApp, state: &str, n: i64) -> Value {
     for _ in 0..600 {
         let counts = queue_counts(app).await;
         if counts[state].as_i64() == Some(n) {
@@ -620,4 +625,332 @@ async fn an_interaction_reaches_the_phone_as_its_preview_never_its_refs(backend:
     let kept = strings(&shop.app, "SELECT operation FROM interactions").await;
     assert_eq!(kept, vec![Some("change_address".to_owned())]);
     assert!(!shop.app.db.contains(OPERATION_REF).await);
+}
+
+/// Like `post_signed`, with the answer's headers.
+async fn post_signed_with_headers(
+    app: &TestApp,
+    payload: &Value,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let bytes = serde_json::to_vec(payload).unwrap();
+    let response = app
+        .client
+        .post(app.url(PATH))
+        .header("content-type", "application/json")
+        .header("x-hub-signature-256", sign(APP_SECRET, &bytes))
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
+    let headers = response.headers().clone();
+    let (status, body) = status_and_json(response).await;
+    (status, headers, body)
+}
+
+/// One integer column of every row a query returns.
+async fn integers(app: &TestApp, sql: &str) -> Vec<i64> {
+    use warden::store::Store;
+    match &app.store {
+        Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+        Store::Postgres(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+    }
+}
+
+/// A delivery with one change per number.
+fn delivery_to_numbers(changes: Vec<(&str, Vec<Value>)>) -> Value {
+    let changes: Vec<Value> = changes
+        .into_iter()
+        .map(|(number, messages)| {
+            json!({"field": "messages", "value": {
+                "messaging_product": "whatsapp",
+                "metadata": {"phone_number_id": number},
+                "messages": messages
+            }})
+        })
+        .collect();
+    json!({"object": "whatsapp_business_account", "entry": [{"id": "waba-1", "changes": changes}]})
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_number_is_answered_within_a_few_claims_behind_a_flood(backend: Backend) {
+    // The default two workers, and one: fairness must not come from
+    // having a spare worker.
+    for (workers, flood) in [(2, 300), (1, 150)] {
+        quiet_number_behind_a_flood(backend, workers, flood).await;
+    }
+}
+
+async fn quiet_number_behind_a_flood(backend: Backend, workers: usize, flood: usize) {
+    use std::time::{Duration, Instant};
+    const QUIET: &str = "5550002";
+    // A slow platform: draining the flood takes seconds.
+    let api = FakeSendApi::start().await;
+    api.set_delay(Duration::from_millis(25));
+    let args = PlatformArgs {
+        platform_workers: workers,
+        ..platform_args(&api.base_url())
+    };
+    let app = TestApp::spawn_with_platform(TestDb::new(backend).await, args).await;
+    app.account_with_key("shop").await;
+    app.account_with_key("quiet").await;
+    register(&app, "shop", NUMBER, None).await;
+    register(&app, "quiet", QUIET, None).await;
+
+    // Number A: `flood` messages from 60 users, in deliveries of 50.
+    let started = Instant::now();
+    for chunk in 0..flood / 50 {
+        let messages = (chunk * 50..(chunk + 1) * 50)
+            .map(|n| {
+                text(
+                    &format!("346000{:05}", n % 60),
+                    &format!("wamid.flood.{n:03}"),
+                    "hola",
+                )
+            })
+            .collect();
+        let (status, body) = post_signed(&app, &delivery(NUMBER, messages, vec![])).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "accepted");
+    }
+    // Number B (another account): one message.
+    let replied_before = api.delivered().len();
+    let queued_at = Instant::now();
+    let quiet = delivery(
+        QUIET,
+        vec![text("34611122233", "wamid.quiet", "hola")],
+        vec![],
+    );
+    assert_eq!(post_signed(&app, &quiet).await.0, 200);
+
+    let delivered = api.wait_for(flood + 1, 180).await;
+    let drained = started.elapsed();
+    let at = delivered
+        .iter()
+        .position(|d| d.idempotency_key == "wamid.quiet")
+        .expect("the quiet number is answered");
+    let latency = delivered[at].at.duration_since(queued_at);
+    let flood_ahead = at - replied_before;
+    eprintln!(
+        "{backend:?}, {workers} worker(s): the quiet number's reply {latency:?} after its message was queued, \
+         behind {} of the flood's {} unanswered messages; the flood of {flood} drained in {drained:?}",
+        flood_ahead,
+        flood - replied_before,
+    );
+    // The test means something only if most of the flood was still waiting.
+    assert!(
+        flood - replied_before >= flood / 3,
+        "the flood was mostly answered before the quiet message arrived ({replied_before})"
+    );
+    assert!(
+        flood_ahead <= 10,
+        "the quiet number waited behind {flood_ahead} of the flood's messages"
+    );
+    // Each of the flood's users still answered in arrival order.
+    for u in 0..60 {
+        let user = format!("346000{u:05}");
+        let keys: Vec<_> = delivered
+            .iter()
+            .filter(|d| d.body["to"] == user.as_str())
+            .map(|d| d.idempotency_key.clone())
+            .collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted, "{user}'s replies in arrival order");
+    }
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_number_answers_503_after_queueing_what_fits(backend: Backend) {
+    const QUIET: &str = "5550002";
+    // A platform that holds every send: nothing finishes until released.
+    let api = FakeSendApi::start().await;
+    api.hold();
+    let args = PlatformArgs {
+        platform_queue_per_number: 5,
+        ..platform_args(&api.base_url())
+    };
+    let app = TestApp::spawn_with_platform(TestDb::new(backend).await, args).await;
+    app.account_with_key("shop").await;
+    app.account_with_key("quiet").await;
+    register(&app, "shop", NUMBER, None).await;
+    register(&app, "quiet", QUIET, None).await;
+    let stored = || {
+        strings(
+            &app,
+            "SELECT platform_message_id FROM platform_inbound ORDER BY seq",
+        )
+    };
+
+    let ids: Vec<String> = (0..8).map(|n| format!("wamid.CAP{n}")).collect();
+    let flood = delivery(
+        NUMBER,
+        ids.iter()
+            .enumerate()
+            .map(|(n, id)| text(&format!("3460000000{n}"), id, "hola"))
+            .collect(),
+        vec![],
+    );
+    let (status, headers, body) = post_signed_with_headers(&app, &flood).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], "SERVICE_UNAVAILABLE");
+    let retry_after: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=300).contains(&retry_after), "{retry_after}");
+    // What fits was queued: the first five.
+    let first_five: Vec<_> = ids[..5].iter().map(|id| Some(id.clone())).collect();
+    assert_eq!(stored().await, first_five);
+
+    // A delivery for the full number and another: the other's message is
+    // queued, and the answer is still 503 so the platform retries.
+    let mixed = delivery_to_numbers(vec![
+        (NUMBER, vec![text("34600000009", "wamid.CAP8", "hola")]),
+        (QUIET, vec![text("34611122233", "wamid.Q1", "hola")]),
+    ]);
+    assert_eq!(post_signed(&app, &mixed).await.0, 503);
+    // Retried while still full: 503 again, nothing more queued.
+    assert_eq!(post_signed(&app, &flood).await.0, 503);
+    let mut expected = first_five.clone();
+    expected.push(Some("wamid.Q1".into()));
+    assert_eq!(stored().await, expected);
+
+    // Drained, the retries are accepted; what was queued is duplicated.
+    api.release();
+    wait_for_queue(&app, "replied", 6).await;
+    let (status, body) = post_signed(&app, &flood).await;
+    assert_eq!(status, 200, "{body}");
+    let statuses: Vec<_> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "duplicated",
+            "duplicated",
+            "duplicated",
+            "duplicated",
+            "duplicated",
+            "accepted",
+            "accepted",
+            "accepted"
+        ]
+    );
+    let (status, body) = post_signed(&app, &mixed).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["messages"][0]["status"], "accepted");
+    assert_eq!(body["messages"][1]["status"], "duplicated");
+
+    // One reply per message, none lost, none twice.
+    api.wait_for(10, 30).await;
+    wait_for_queue(&app, "replied", 10).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut keys: Vec<_> = api
+        .delivered()
+        .iter()
+        .map(|d| d.idempotency_key.clone())
+        .collect();
+    keys.sort();
+    let mut wanted: Vec<_> = ids.clone();
+    wanted.extend(["wamid.CAP8".to_owned(), "wamid.Q1".to_owned()]);
+    wanted.sort();
+    assert_eq!(keys, wanted);
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unstorable_fields_are_ignored_and_nothing_of_them_is_stored(backend: Backend) {
+    let api = FakeSendApi::start().await;
+    let app = spawn(backend, &api.base_url()).await;
+    app.account_with_key("shop").await;
+    register(&app, "shop", NUMBER, None).await;
+    let user = "34600111222";
+    let bad = [
+        text(user, "wamid.NUL-TEXT", "hola\u{0}mundo"),
+        text(user, "wamid.NUL\u{0}ID", "hola"),
+        text("3460011\u{0}1222", "wamid.NUL-FROM", "hola"),
+        text(user, "wamid.CRLF\r\nX-Injected: 1", "hola"),
+        text(user, "wamid.LF\nID", "hola"),
+        text(user, "wamid.DEL\u{7f}ID", "hola"),
+    ];
+    let mut messages = vec![text(user, "wamid.OK1", "hola")];
+    messages.extend(bad.iter().cloned());
+    messages.push(text(user, "wamid.OK2", "adiós\nmundo"));
+    let payload = delivery(NUMBER, messages, vec![]);
+    let mut wanted = vec![json!({"id": "wamid.OK1", "status": "accepted"})];
+    for m in &bad {
+        wanted.push(json!({"id": m["id"], "status": "ignored", "reason": "invalid_message"}));
+    }
+    wanted.push(json!({"id": "wamid.OK2", "status": "accepted"}));
+    let (status, body) = post_signed(&app, &payload).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"status": "accepted", "messages": wanted}));
+    // Nothing of the refused messages is stored.
+    let stored = "SELECT platform_message_id FROM platform_inbound ORDER BY seq";
+    let ok = vec![Some("wamid.OK1".to_owned()), Some("wamid.OK2".to_owned())];
+    assert_eq!(strings(&app, stored).await, ok);
+    // Redelivered: the same answer, with the good ones duplicated.
+    let (status, again) = post_signed(&app, &payload).await;
+    assert_eq!(status, 200);
+    assert_eq!(again["status"], "duplicated");
+    assert_eq!(again["messages"][1]["reason"], "invalid_message");
+
+    // A phone_number_id that cannot be a registered one is not registered,
+    // looked up or not: ignored beside a registered number, 404 alone.
+    for (n, number) in ["10293\u{0}84756", "1029384756\r\n", "x"]
+        .into_iter()
+        .enumerate()
+    {
+        let mixed = delivery_to_numbers(vec![
+            (NUMBER, vec![text(user, &format!("wamid.OK.{n}"), "hola")]),
+            (number, vec![text(user, "wamid.NOWHERE", "hola")]),
+        ]);
+        let (status, body) = post_signed(&app, &mixed).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["messages"][0]["status"], "accepted");
+        assert_eq!(body["messages"][1]["reason"], "number_not_registered");
+        let alone = delivery(number, vec![text(user, "wamid.NOWHERE", "hola")], vec![]);
+        let (status, body) = post_signed(&app, &alone).await;
+        assert_eq!(status, 404, "{body}");
+    }
+    assert_eq!(strings(&app, stored).await.len(), 5);
+
+    // Only the stored messages are answered.
+    api.wait_for(5, 30).await;
+    wait_for_queue(&app, "replied", 5).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(api.delivered().len(), 5);
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_that_cannot_be_built_is_dead_at_the_first_attempt(backend: Backend) {
+    // The server's fallback token cannot be a header value.
+    let api = FakeSendApi::start().await;
+    let args = PlatformArgs {
+        platform_access_token: Some("EAAG-broken\ntoken".into()),
+        platform_max_attempts: 4,
+        ..platform_args(&api.base_url())
+    };
+    let app = TestApp::spawn_with_platform(TestDb::new(backend).await, args).await;
+    app.account_with_key("shop").await;
+    register(&app, "shop", NUMBER, None).await;
+    let payload = delivery(
+        NUMBER,
+        vec![text("34600111222", "wamid.B1", "hola")],
+        vec![],
+    );
+    assert_eq!(post_signed(&app, &payload).await.0, 200);
+    wait_for_queue(&app, "dead", 1).await;
+    assert_eq!(
+        integers(&app, "SELECT attempts FROM platform_inbound").await,
+        vec![1],
+        "dead-lettered at the first attempt, never retried"
+    );
+    assert_eq!(api.requests(), 0);
+    let errors = strings(&app, "SELECT last_error FROM platform_inbound").await;
+    let error = errors[0].as_deref().unwrap();
+    assert!(!error.contains("EAAG"), "{error}");
 }

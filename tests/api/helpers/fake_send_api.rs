@@ -2,7 +2,9 @@
 //! protocol: `POST /{version}/{phone_number_id}/messages` with a bearer
 //! token and a JSON text message, answered like the real one. Like a
 //! platform that deduplicates, a resend with an `Idempotency-Key` it has
-//! already delivered is acknowledged but not delivered twice.
+//! already delivered is acknowledged but not delivered twice. It can be
+//! made slow (`set_delay`) or held (`hold` / `release`), as a platform
+//! under load would be.
 
 use axum::Json;
 use axum::extract::Path;
@@ -11,6 +13,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// One reply the fake delivered to a user.
 #[derive(Clone, Debug)]
@@ -19,6 +23,8 @@ pub struct Delivered {
     pub authorization: String,
     pub idempotency_key: String,
     pub body: Value,
+    /// When the fake delivered it.
+    pub at: Instant,
 }
 
 #[derive(Default)]
@@ -28,11 +34,15 @@ struct State {
     requests: usize,
     /// Statuses to answer, one per request, before delivering again.
     failures: Vec<u16>,
+    /// How long each request takes before it is answered.
+    delay: Duration,
 }
 
 pub struct FakeSendApi {
     base: String,
     state: Arc<Mutex<State>>,
+    /// True while requests are held unanswered.
+    held: watch::Sender<bool>,
 }
 
 impl FakeSendApi {
@@ -44,6 +54,8 @@ impl FakeSendApi {
     pub async fn start_on(address: &str) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
         let shared = state.clone();
+        let (held, _) = watch::channel(false);
+        let gate = held.clone();
         let app = axum::Router::new().route(
             "/v21.0/{phone_number_id}/messages",
             axum::routing::post(
@@ -51,14 +63,34 @@ impl FakeSendApi {
                       headers: HeaderMap,
                       Json(body): Json<Value>| {
                     let state = shared.clone();
-                    async move { answer(&state, phone_number_id, &headers, body) }
+                    let mut gate = gate.subscribe();
+                    async move {
+                        let _ = gate.wait_for(|held| !*held).await;
+                        let delay = state.lock().unwrap().delay;
+                        tokio::time::sleep(delay).await;
+                        answer(&state, phone_number_id, &headers, body)
+                    }
                 },
             ),
         );
         let listener = tokio::net::TcpListener::bind(address).await.unwrap();
         let base = format!("http://{}/v21.0", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        FakeSendApi { base, state }
+        FakeSendApi { base, state, held }
+    }
+
+    /// Every request takes this long from now on.
+    pub fn set_delay(&self, delay: Duration) {
+        self.state.lock().unwrap().delay = delay;
+    }
+
+    /// Requests wait unanswered until `release`.
+    pub fn hold(&self) {
+        self.held.send_replace(true);
+    }
+
+    pub fn release(&self) {
+        self.held.send_replace(false);
     }
 
     /// `http://127.0.0.1:PORT/v21.0`: what WARDEN_PLATFORM_API_URL is set to.
@@ -128,6 +160,7 @@ fn answer(
             authorization: header("authorization"),
             idempotency_key: key.clone(),
             body,
+            at: Instant::now(),
         });
     }
     Json(json!({
