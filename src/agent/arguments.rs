@@ -18,7 +18,7 @@ use super::language::{
     words,
 };
 use super::lexicon;
-use super::patterns::PatternMatches;
+use super::verdicts::PatternMatches;
 
 /// A whole message taken as a free-text answer has at most this many words.
 const MAX_ANSWER_WORDS: usize = 8;

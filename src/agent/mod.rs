@@ -5,7 +5,8 @@
 //! - `engine`: the turn (load → decide → call at most once → store → answer);
 //! - `planner`: the built-in and the OpenAI-compatible planners;
 //! - `arguments`: values from the user's words; `patterns`: which of them
-//!   fit a property's `pattern`, judged by the policy guest; `references`: rule 4;
+//!   fit a property's `pattern`, judged by the policy guest (`verdicts`
+//!   holds the answers); `references`: rule 4;
 //!   `pending`: rule 12; `grounding`: rules 5 and 6; `language`: the
 //!   clauses the engine recognises; `lexicon`: the domain's words by
 //!   concept, in Spanish and English; `texts`: its fixed replies;
@@ -25,6 +26,7 @@ pub mod references;
 pub mod response;
 pub mod texts;
 pub mod trace;
+pub mod verdicts;
 
 pub use engine::{Engine, TurnError};
 

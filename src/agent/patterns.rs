@@ -13,10 +13,11 @@
 //! the blocking pool, and the sandbox remembers verdicts per schema text and
 //! token, so 1,000 capabilities do not mean 1,000 guest calls per turn.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::arguments;
+pub use super::verdicts::PatternMatches;
 use crate::domain::account::AccountId;
 use crate::executor::{CapabilityAtRevision, Executor};
 use crate::sandbox::PatternQuestion;
@@ -26,30 +27,6 @@ use crate::sandbox::PatternQuestion;
 pub const MAX_CANDIDATES: usize = 256;
 /// Their total size, at most.
 pub const MAX_CANDIDATE_BYTES: usize = 64 * 1024;
-
-/// The tokens the guest found matching, by property name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PatternMatches {
-    matched: HashMap<String, HashSet<String>>,
-}
-
-impl PatternMatches {
-    /// Whether the guest judged `token` to match `property`'s pattern.
-    pub fn matches(&self, property: &str, token: &str) -> bool {
-        self.matched
-            .get(property)
-            .is_some_and(|tokens| tokens.contains(token))
-    }
-
-    /// For tests: `property`'s pattern matched exactly `tokens`.
-    pub fn with(mut self, property: &str, tokens: &[&str]) -> Self {
-        self.matched.insert(
-            property.to_owned(),
-            tokens.iter().map(|t| (*t).to_owned()).collect(),
-        );
-        self
-    }
-}
 
 /// Asks the guest about every patterned property of each of `capabilities`
 /// (with its input schema as text), with the candidate tokens of `texts`
@@ -95,7 +72,7 @@ pub async fn judge_all(
                     .into_iter()
                     .filter_map(|i| candidates.get(i).cloned())
                     .collect();
-                out[i].matched.insert(property, tokens);
+                out[i].record(property, tokens);
             }
             Ok(Err(violations)) => tracing::warn!(
                 capability = %capability.id,
