@@ -15,7 +15,7 @@ const PROMPT: &str = "Write a catchy product title for the topic given. SECRET-P
 /// The header tests use to act as many clients (WARDEN_CLIENT_IP_HEADER).
 pub(crate) const IP_HEADER: &str = "x-test-client-ip";
 
-fn manifest() -> Value {
+pub(crate) fn manifest() -> Value {
     json!({
         "version": 1,
         "name": "Title helper",
@@ -29,7 +29,7 @@ fn manifest() -> Value {
     })
 }
 
-fn bundle_args() -> BundleArgs {
+pub(crate) fn bundle_args() -> BundleArgs {
     BundleArgs {
         challenge_sitekey: "0x-test-sitekey".into(),
         public_base_url: "https://warden.example.com".into(),
@@ -130,9 +130,14 @@ impl Forms {
 }
 
 async fn create(app: &TestApp, manifest: &Value) -> Result<Value, String> {
+    create_from_text(app, &manifest.to_string()).await
+}
+
+/// `warden admin prompt-integration create` with this manifest file's text.
+pub(crate) async fn create_from_text(app: &TestApp, manifest: &str) -> Result<Value, String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("manifest.json");
-    std::fs::write(&path, manifest.to_string()).unwrap();
+    std::fs::write(&path, manifest).unwrap();
     let command = AdminCommand::PromptIntegration(PromptIntegrationCommand::Create {
         account: "forms".into(),
         manifest: path,
