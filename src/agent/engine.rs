@@ -154,6 +154,8 @@ struct Context<'a> {
     inbound: &'a InboundMessage,
     conversation_id: String,
     language: Language,
+    /// This turn's text fixes the conversation's language (none did yet).
+    decides_language: bool,
     policy: EffectivePolicy,
     capabilities: Capabilities,
     history: Vec<HistoryEntry>,
@@ -287,8 +289,8 @@ impl Engine {
             conversation_id: &context.conversation_id,
             new_conversation: existing.is_none().then_some(NewConversation {
                 user_id: inbound.user_id.as_deref(),
-                language: context.language,
             }),
+            decided_language: context.decides_language.then_some(context.language),
             called_capability: outcome.called.as_deref(),
             user_message: NewMessage {
                 id: &user_message_id,
@@ -355,11 +357,13 @@ impl Engine {
         conversation_id: String,
         existing: Option<&ConversationRow>,
     ) -> Result<Context<'a>, TurnError> {
-        // Decided when the conversation starts, then kept (a bare value such
-        // as "M12345" says nothing about the language).
-        let language = existing
-            .and_then(ConversationRow::language)
-            .unwrap_or_else(|| Language::of(&inbound.body));
+        // Decided by the conversation's first message with text, then kept
+        // (a bare value such as "M12345" says nothing about the language);
+        // an image with no text decides nothing.
+        let (language, decides_language) = match existing.and_then(ConversationRow::language) {
+            Some(kept) => (kept, false),
+            None => (Language::of(&inbound.body), !inbound.body.trim().is_empty()),
+        };
         // The policy and the capability version in one statement.
         let basis = self.store.turn_basis(account).await?;
         let policy = basis.policy.map(|p| p.policy);
@@ -436,6 +440,7 @@ impl Engine {
             inbound,
             conversation_id,
             language,
+            decides_language,
             policy,
             capabilities,
             history,

@@ -1,6 +1,7 @@
 //! Contract section 1, one test per runtime rule, with the built-in planner,
 //! through the real HTTP channel, against a real loopback host endpoint.
 
+use crate::helpers::fixtures::new_key;
 use crate::helpers::shop::*;
 use crate::helpers::*;
 use serde_json::{Value, json};
@@ -295,6 +296,47 @@ async fn rule_08_preparation_runs_only_after_an_operation_intent(backend: Backen
         body["interaction"]["preview"]["title"],
         "Cambiar la dirección del pedido A-1001"
     );
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_alone_does_not_fix_the_conversations_language(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    for text in ["", "  "] {
+        let (status, body) = shop
+            .send_with_image(text, "image/png", png_with_marker())
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(trace(&body).last().unwrap().2, "image_needs_instructions");
+        let c = conversation(&body);
+        // The first message with text decides: English, to the confirmation.
+        let (_, body) = shop
+            .say(
+                Some(&c),
+                "Please change the delivery address of order A-1001",
+            )
+            .await;
+        assert_eq!(body["interaction"]["type"], "confirm_operation", "{body}");
+        assert!(
+            reply(&body).ends_with("Please review and confirm the operation."),
+            "{body}"
+        );
+        // Kept: the host's report on it is answered in English too.
+        let interaction = body["interaction"]["interaction_id"].as_str().unwrap();
+        let (status, reported) = shop
+            .report(
+                &c,
+                &new_key(),
+                json!({"interaction_id": interaction, "operation": "change_address",
+                       "status": "succeeded"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{reported}");
+        assert_eq!(
+            reported["message"]["body"], "The operation was completed successfully.",
+            "{reported}"
+        );
+    }
 }
 
 #[apply(backends)]
