@@ -19,7 +19,7 @@
 //! | 13 exclusion clause | first check in `decide`, no executor I/O |
 
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -1081,13 +1081,18 @@ fn asked_operations(message: &str) -> Vec<&'static str> {
 /// lexicon does not know is never refused for it).
 fn prepares_what_was_asked(message: &str, offer: &CapabilityOffer) -> bool {
     let asked = asked_operations(message);
-    let offered: Vec<&str> = asked_operations(&format!(
+    let mut offered: HashSet<String> = asked_operations(&format!(
         "{} {} {}",
         offer.name.replace(['_', '-'], " "),
         offer.description,
         offer.when_to_use
-    ));
-    asked.is_empty() || offered.is_empty() || asked.iter().any(|a| offered.contains(a))
+    ))
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    // Spanish "devolver" asks for a return or a refund; "refund" only for one.
+    lexicon::widen(&mut offered);
+    asked.is_empty() || offered.is_empty() || asked.iter().any(|a| offered.contains(*a))
 }
 
 /// A value as the user reads it in a question.
@@ -1270,6 +1275,25 @@ mod tests {
         assert!(prepares_what_was_asked(
             "Quiero cambiar la dirección",
             &change
+        ));
+        // A refund is not a return, and a return not a refund; Spanish
+        // "devolución" may be either.
+        let refund = preparation("prepare_refund", "Refunds the amount paid for an order");
+        assert!(!prepares_what_was_asked(
+            "Please refund my order A-1001",
+            &ret
+        ));
+        assert!(!prepares_what_was_asked(
+            "I want to return order A-1",
+            &refund
+        ));
+        assert!(prepares_what_was_asked(
+            "Please refund my order A-1001",
+            &refund
+        ));
+        assert!(prepares_what_was_asked(
+            "Quiero la devolución del pedido A-1",
+            &refund
         ));
         // No operation named, or none the capability speaks of: not refused here.
         assert!(prepares_what_was_asked("Hazlo con el pedido A-1", &ret));

@@ -298,6 +298,90 @@ async fn rule_08_preparation_runs_only_after_an_operation_intent(backend: Backen
     );
 }
 
+/// Imports one more preparation into the shop: its capability id.
+async fn add_preparation(shop: &Shop, definition: Value) -> String {
+    let response = shop
+        .app
+        .import_capabilities(&shop.key, &new_key(), vec![definition])
+        .await;
+    let (status, body) = status_and_json(response).await;
+    assert_eq!(status, 201, "{body}");
+    body["capabilities"][0]["id"].as_str().unwrap().to_owned()
+}
+
+/// The preparation paths the shop's endpoint was called on, in order.
+fn prepared(shop: &Shop) -> Vec<String> {
+    shop.calls()
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|p| p.starts_with("/orders/prepare-"))
+        .collect()
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_08_a_refund_is_not_a_return_and_devolucion_is_either(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let base = shop.endpoint.base.clone();
+    let ret = add_preparation(
+        &shop,
+        preparation(
+            &base,
+            "prepare_return",
+            "Devolver artículos del pedido",
+            "Cuando el usuario quiere devolver artículos de un pedido",
+            "/orders/prepare-return",
+        ),
+    )
+    .await;
+    // Rule 8: the intent for *that* operation. A refund prepares no return…
+    let (status, body) = shop.say(None, "Please refund my order A-1001").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(prepared(&shop).is_empty(), "{body}");
+    assert!(body.get("interaction").is_none(), "{body}");
+    assert_eq!(trace(&body).last().unwrap().2, "operation_not_offered");
+    // …while a return, in either language, does.
+    let (_, body) = shop.say(None, "I want to return order A-1001").await;
+    assert_eq!(prepared(&shop), ["/orders/prepare-return"], "{body}");
+    let (_, body) = shop
+        .say(None, "Quiero hacer una devolución del pedido A-1001")
+        .await;
+    assert_eq!(prepared(&shop).len(), 2, "{body}");
+    assert_eq!(body["interaction"]["operation"], "return_items", "{body}");
+
+    // The other way round: a return prepares no refund.
+    add_preparation(
+        &shop,
+        preparation(
+            &base,
+            "prepare_refund",
+            "Refunds the amount paid for an order",
+            "When the user asks for their money back",
+            "/orders/prepare-refund",
+        ),
+    )
+    .await;
+    let (_, body) = shop.say(None, "Please refund my order A-1001").await;
+    assert_eq!(body["interaction"]["operation"], "refund_order", "{body}");
+    let (_, body) = shop.say(None, "I want to return order A-1001").await;
+    assert_eq!(body["interaction"]["operation"], "return_items", "{body}");
+    let (status, _) = shop.app.disable_capability(&shop.key, &ret, "1").await;
+    assert_eq!(status, 200);
+    let before = prepared(&shop).len();
+    let (_, body) = shop.say(None, "I want to return order A-1001").await;
+    assert_eq!(
+        prepared(&shop).len(),
+        before,
+        "no refund for a return: {body}"
+    );
+    assert_eq!(trace(&body).last().unwrap().2, "operation_not_offered");
+    // Spanish "devolución" covers the refund the capability speaks of.
+    let (_, body) = shop
+        .say(None, "Quiero hacer una devolución del pedido A-1001")
+        .await;
+    assert_eq!(body["interaction"]["operation"], "refund_order", "{body}");
+}
+
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_alone_does_not_fix_the_conversations_language(backend: Backend) {
