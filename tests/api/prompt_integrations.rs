@@ -394,6 +394,57 @@ async fn an_execution_answers_the_models_data_and_stores_no_text(backend: Backen
 
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_string_enum_without_max_length_is_bounded_by_its_values(backend: Backend) {
+    let forms = Forms::open(backend).await;
+    // Contract 2.13 lists "string enum" in the subset: its values bound it.
+    let mut sized = manifest();
+    sized["input_schema"] = json!({"type": "object", "additionalProperties": false,
+        "required": ["size"], "properties": {"size": {"type": "string", "enum": ["S", "M", "L"]}}});
+    let bundle = create(&forms.app, &sized)
+        .await
+        .expect("a string enum needs no maxLength here");
+    let (id, action) = (
+        bundle["id"].as_str().unwrap(),
+        bundle["challenge_action"].as_str().unwrap(),
+    );
+    let execute = |size: &str, ip: &str| {
+        let body = json!({"input": {"size": size}, "challenge_token": mint(HOST, action, true)});
+        forms
+            .app
+            .client
+            .post(
+                forms
+                    .app
+                    .url(&format!("/v1/prompt-integrations/{id}/execute")),
+            )
+            .header("origin", ORIGIN)
+            .header(IP_HEADER, ip)
+            .json(&body)
+            .send()
+    };
+    let (status, body) = status_and_json(execute("XL", "203.0.113.30").await.unwrap()).await;
+    assert_eq!(status, 422, "{body}");
+    assert_nested_error(&body, "VALIDATION_ERROR");
+    let (status, body) = status_and_json(execute("M", "203.0.113.31").await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    // A capability's input_schema keeps contract 2.6: maxLength, enum or not.
+    let key = crate::helpers::fixtures::account_ready(&forms.app, "acme").await;
+    let mut definition = crate::helpers::fixtures::valid_definition("sized");
+    definition["input_schema"] = json!({"type": "object", "additionalProperties": false,
+        "required": ["size"], "properties": {"size": {"type": "string", "enum": ["S", "M", "L"]}}});
+    let (status, body) = forms.app.create_capability(&key, definition).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        crate::helpers::fixtures::violation_pairs(&body).contains(&(
+            "/capability/input_schema/properties/size".into(),
+            "string-max-length-required".into()
+        )),
+        "{body}"
+    );
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_preflight_allows_exactly_the_configured_origin(backend: Backend) {
     let forms = Forms::open(backend).await;
     let preflight = |id: String, origin: &'static str| {
