@@ -11,6 +11,7 @@ use crate::helpers::*;
 use crate::prompt_integrations::{Forms, GOOD_OUTPUT, IP_HEADER, ORIGIN};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use warden::api::error;
 
 /// Where a row's body holds U+0000; replaced by the escaped or the raw form.
 const NUL: &str = "<NUL>";
@@ -101,8 +102,6 @@ fn mismatch(row: &Row, form: &str, status: u16, body: &Value, expected: Answer) 
         )
     })
 }
-
-use warden::api::error;
 
 async fn send(app: &TestApp, key: &str, row: &Row, body: Option<String>) -> (u16, Value) {
     let mut request = app
