@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 use futures_core::Stream;
 use serde_json::{Map, Value};
 
-use crate::bounds::check_bounded;
+use crate::bounds::{check_bounded, refuse_nul};
 use crate::error::InboundError;
 use crate::image::{ImageFormat, InboundImage, MAX_IMAGE_BYTES};
 
@@ -60,6 +60,7 @@ impl InboundMessage {
     /// `with_image`: an image part came with the payload, and then the text
     /// may be empty (rule 12: the service asks what to do with the image).
     fn parse_payload(value: &Value, with_image: bool) -> Result<Self, InboundError> {
+        refuse_nul(value).map_err(invalid)?;
         let object = value
             .as_object()
             .ok_or_else(|| invalid("the payload must be a JSON object"))?;

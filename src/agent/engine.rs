@@ -19,7 +19,7 @@
 //! | 13 exclusion clause | first check in `decide`, no executor I/O |
 
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -154,6 +154,8 @@ struct Context<'a> {
     inbound: &'a InboundMessage,
     conversation_id: String,
     language: Language,
+    /// This turn's text fixes the conversation's language (none did yet).
+    decides_language: bool,
     policy: EffectivePolicy,
     capabilities: Capabilities,
     history: Vec<HistoryEntry>,
@@ -287,8 +289,8 @@ impl Engine {
             conversation_id: &context.conversation_id,
             new_conversation: existing.is_none().then_some(NewConversation {
                 user_id: inbound.user_id.as_deref(),
-                language: context.language,
             }),
+            decided_language: context.decides_language.then_some(context.language),
             called_capability: outcome.called.as_deref(),
             user_message: NewMessage {
                 id: &user_message_id,
@@ -355,11 +357,13 @@ impl Engine {
         conversation_id: String,
         existing: Option<&ConversationRow>,
     ) -> Result<Context<'a>, TurnError> {
-        // Decided when the conversation starts, then kept (a bare value such
-        // as "M12345" says nothing about the language).
-        let language = existing
-            .and_then(ConversationRow::language)
-            .unwrap_or_else(|| Language::of(&inbound.body));
+        // Decided by the conversation's first message with text, then kept
+        // (a bare value such as "M12345" says nothing about the language);
+        // an image with no text decides nothing.
+        let (language, decides_language) = match existing.and_then(ConversationRow::language) {
+            Some(kept) => (kept, false),
+            None => (Language::of(&inbound.body), !inbound.body.trim().is_empty()),
+        };
         // The policy and the capability version in one statement.
         let basis = self.store.turn_basis(account).await?;
         let policy = basis.policy.map(|p| p.policy);
@@ -436,6 +440,7 @@ impl Engine {
             inbound,
             conversation_id,
             language,
+            decides_language,
             policy,
             capabilities,
             history,
@@ -1076,13 +1081,18 @@ fn asked_operations(message: &str) -> Vec<&'static str> {
 /// lexicon does not know is never refused for it).
 fn prepares_what_was_asked(message: &str, offer: &CapabilityOffer) -> bool {
     let asked = asked_operations(message);
-    let offered: Vec<&str> = asked_operations(&format!(
+    let mut offered: HashSet<String> = asked_operations(&format!(
         "{} {} {}",
         offer.name.replace(['_', '-'], " "),
         offer.description,
         offer.when_to_use
-    ));
-    asked.is_empty() || offered.is_empty() || asked.iter().any(|a| offered.contains(a))
+    ))
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    // Spanish "devolver" asks for a return or a refund; "refund" only for one.
+    lexicon::widen(&mut offered);
+    asked.is_empty() || offered.is_empty() || asked.iter().any(|a| offered.contains(*a))
 }
 
 /// A value as the user reads it in a question.
@@ -1265,6 +1275,25 @@ mod tests {
         assert!(prepares_what_was_asked(
             "Quiero cambiar la dirección",
             &change
+        ));
+        // A refund is not a return, and a return not a refund; Spanish
+        // "devolución" may be either.
+        let refund = preparation("prepare_refund", "Refunds the amount paid for an order");
+        assert!(!prepares_what_was_asked(
+            "Please refund my order A-1001",
+            &ret
+        ));
+        assert!(!prepares_what_was_asked(
+            "I want to return order A-1",
+            &refund
+        ));
+        assert!(prepares_what_was_asked(
+            "Please refund my order A-1001",
+            &refund
+        ));
+        assert!(prepares_what_was_asked(
+            "Quiero la devolución del pedido A-1",
+            &refund
         ));
         // No operation named, or none the capability speaks of: not refused here.
         assert!(prepares_what_was_asked("Hazlo con el pedido A-1", &ret));

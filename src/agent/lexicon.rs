@@ -25,6 +25,9 @@ pub struct Concept {
     pub ask: Option<(&'static str, &'static str)>,
     /// The concept as a label of a result's field: Spanish, English.
     pub label: Option<(&'static str, &'static str)>,
+    /// The narrower concepts one word of this concept may mean: Spanish
+    /// "devolución" is a return or a refund, English keeps the two apart.
+    covers: &'static [&'static str],
 }
 
 const fn c(key: &'static str, stems: &'static [&'static str]) -> Concept {
@@ -35,6 +38,7 @@ const fn c(key: &'static str, stems: &'static [&'static str]) -> Concept {
         operation: false,
         ask: None,
         label: None,
+        covers: &[],
     }
 }
 
@@ -50,6 +54,18 @@ const fn operation(key: &'static str, stems: &'static [&'static str]) -> Concept
         topic: true,
         operation: true,
         ..c(key, stems)
+    }
+}
+
+/// An operation whose word may mean any of `covers` (see [`widen`]).
+const fn broad_operation(
+    key: &'static str,
+    stems: &'static [&'static str],
+    covers: &'static [&'static str],
+) -> Concept {
+    Concept {
+        covers,
+        ..operation(key, stems)
     }
 }
 
@@ -158,11 +174,14 @@ const LEXICON: &[Concept] = &[
         "dirección",
         "address",
     ),
-    operation(
-        "#return",
-        &[
-            "devoluc", "devolv", "devuel", "return", "refund", "reembols",
-        ],
+    // A refund is not a return: English names each; Spanish "devolver"
+    // may mean either, "reembolso" only a refund.
+    operation("#return", &["return"]),
+    operation("#refund", &["refund", "reembols"]),
+    broad_operation(
+        "#return_or_refund",
+        &["devoluc", "devolv", "devuel"],
+        &["#return", "#refund"],
     ),
     labelled(
         topic(
@@ -251,6 +270,22 @@ pub fn concepts(text: &str) -> Vec<&'static Concept> {
     out
 }
 
+/// What a capability's keys stand for when a user's words are matched
+/// against them. A capability naming a narrow operation ("prepare_return")
+/// is also found by the broad word that covers it (Spanish "devolver"); one
+/// that says only the broad word ("Devolver el pedido") may be any of the
+/// operations it covers. A user's own keys are never widened: "refund" does
+/// not find a return.
+pub fn widen(keys: &mut std::collections::HashSet<String>) {
+    for broad in LEXICON.iter().filter(|c| !c.covers.is_empty()) {
+        if broad.covers.iter().any(|k| keys.contains(*k)) {
+            keys.insert(broad.key.to_owned());
+        } else if keys.contains(broad.key) {
+            keys.extend(broad.covers.iter().map(|k| (*k).to_owned()));
+        }
+    }
+}
+
 /// How to ask for a value named `name` (a property's name, in words) in
 /// `language`, when the lexicon knows its concept.
 pub fn ask_label(name: &str, language: Language) -> Option<&'static str> {
@@ -311,6 +346,8 @@ mod tests {
     fn topics_operations_and_questions() {
         assert!(concept("precio").is_some_and(|c| c.topic && !c.operation));
         assert!(concept("devolucion").is_some_and(|c| c.operation));
+        assert!(concept("refund").is_some_and(|c| c.operation && c.key == "#refund"));
+        assert!(concept("returns").is_some_and(|c| c.operation && c.key == "#return"));
         assert!(concept("borra").is_some_and(|c| c.operation));
         assert!(concept("pedido").is_some_and(|c| !c.topic));
         assert_eq!(
@@ -335,5 +372,32 @@ mod tests {
             Some("cliente")
         );
         assert_eq!(field_label("tier", Language::Spanish), None);
+    }
+
+    #[test]
+    fn a_refund_is_not_a_return_but_devolucion_is_either() {
+        let widened = |text: &str| {
+            let mut keys: std::collections::HashSet<String> = concepts(text)
+                .into_iter()
+                .map(|c| c.key.to_owned())
+                .collect();
+            widen(&mut keys);
+            keys
+        };
+        let ret = widened("prepare return Devolver artículos del pedido");
+        assert!(ret.contains("#return") && ret.contains("#return_or_refund"));
+        assert!(!ret.contains("#refund"), "{ret:?}");
+        let refund = widened("prepare refund Reembolsar el importe");
+        assert!(refund.contains("#refund") && refund.contains("#return_or_refund"));
+        assert!(!refund.contains("#return"), "{refund:?}");
+        // Only the broad word: either operation.
+        let either = widened("Devolver un pedido");
+        assert!(either.contains("#return") && either.contains("#refund"));
+        // A user's words are taken as written.
+        assert_eq!(keys("Please refund my order"), ["#order", "#refund"]);
+        assert_eq!(
+            keys("Quiero devolver el pedido"),
+            ["#order", "#return_or_refund"]
+        );
     }
 }

@@ -12,6 +12,7 @@ use super::error::{ApiError, FlatError};
 use super::json_body::JsonBody;
 use crate::clock::to_rfc3339;
 use crate::domain::diagnostics::DiagnosticMode;
+use crate::domain::text::check_bounded;
 use crate::store::gap_events::GapCursor;
 
 const MAX_SETTINGS_BYTES: usize = 4 * 1024;
@@ -249,11 +250,8 @@ fn parse_page(query: &str) -> Result<Page, String> {
         (Some(at), Some(id)) => {
             let occurred_at = crate::clock::parse_rfc3339_utc(&at)
                 .ok_or("before must be an RFC 3339 date-time ending in Z")?;
-            if id.is_empty() || id.chars().count() > MAX_BEFORE_ID_CHARS {
-                return Err(format!(
-                    "before_id must be 1 to {MAX_BEFORE_ID_CHARS} characters"
-                ));
-            }
+            // Also refuses control characters: U+0000 would reach the store.
+            check_bounded("before_id", &id, 1, MAX_BEFORE_ID_CHARS)?;
             Some(GapCursor { occurred_at, id })
         }
         _ => return Err("before and before_id go together: give both or neither".into()),

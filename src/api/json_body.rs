@@ -1,6 +1,7 @@
 //! The JSON request body extractor: checks the content type, enforces the
 //! route's size limit while reading (never buffering more than the limit)
-//! and parses. Its failures are the contract's codes, not axum's plain text.
+//! and parses; a string or property name holding U+0000 is refused as the
+//! body's invalid JSON. Its failures are the contract's codes, not axum's plain text.
 
 use axum::extract::{FromRequest, Request};
 use axum::http::header;
@@ -8,6 +9,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
 use super::error::ApiError;
+use crate::domain::text::refuse_nul;
 
 /// A parsed JSON body of at most `LIMIT` bytes.
 pub struct JsonBody<const LIMIT: usize>(pub Value);
@@ -41,6 +43,8 @@ impl<S: Send + Sync, const LIMIT: usize> FromRequest<S> for JsonBody<LIMIT> {
             })?;
         let value = serde_json::from_slice(&bytes.to_bytes())
             .map_err(|e| ApiError::InvalidJson(format!("the body is not valid JSON: {e}")))?;
+        // Escaped (`\u0000`) it is valid JSON, yet no stored text may hold it.
+        refuse_nul(&value).map_err(ApiError::InvalidJson)?;
         Ok(JsonBody(value))
     }
 }

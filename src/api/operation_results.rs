@@ -194,7 +194,7 @@ pub async fn report_operation_result(
         }
         let message_id = new_id("msg_");
         // The conversation's own language (Spanish, the default, for one
-        // older than the language column).
+        // with no text message yet or older than the language column).
         let language = conversation.language().unwrap_or(Language::Spanish);
         let text = texts::operation_reported(language, report.status);
         // Stored as text: a replay answers these very bytes.

@@ -37,6 +37,7 @@ use super::AppState;
 use super::error::{ApiError, NestedError, PromptRefusal};
 use crate::agent::planner::Planner;
 use crate::client_address::{ClientKey, client_ip};
+use crate::domain::text::refuse_nul;
 use crate::prompt::challenge::Verdict;
 use crate::prompt::manifest::{Manifest, Origin, is_public_id};
 use crate::prompt::{self, seconds_until_midnight, token_hash, utc_day};
@@ -518,6 +519,8 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<ExecuteRequest, Re
         .to_bytes();
     let value: Value = serde_json::from_slice(&bytes)
         .map_err(|_| ApiError::BadRequest("the body is not valid JSON".into()))?;
+    // Nothing with U+0000 goes on to the guest, the store or the model.
+    refuse_nul(&value).map_err(ApiError::Validation)?;
     let Value::Object(mut object) = value else {
         return Err(ApiError::Validation("the body must be a JSON object".into()).into());
     };

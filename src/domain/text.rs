@@ -1,4 +1,5 @@
-//! Bounds shared by every user-supplied string; defined in `warden-channel`,
+//! Bounds shared by every user-supplied string (and the refusal of U+0000
+//! anywhere in request JSON); defined in `warden-channel`,
 //! where user strings first come in.
 
-pub use warden_channel::bounds::check_bounded;
+pub use warden_channel::bounds::{check_bounded, refuse_nul};

@@ -35,6 +35,9 @@ pub struct Manifest {
 pub enum ManifestError {
     #[error("the manifest is not valid JSON of the manifest's shape: {0}")]
     Shape(String),
+    /// A string or property name holds U+0000.
+    #[error("{0}")]
+    Text(String),
     #[error("{field}: {problem}")]
     Field {
         field: &'static str,
@@ -71,8 +74,11 @@ impl Manifest {
         sandbox: &PolicySandbox,
         account: &AccountId,
     ) -> Result<Manifest, ManifestError> {
-        let manifest: Manifest =
-            serde_json::from_str(text).map_err(|e| ManifestError::Shape(e.to_string()))?;
+        let shape = |e: serde_json::Error| ManifestError::Shape(e.to_string());
+        let value: Value = serde_json::from_str(text).map_err(shape)?;
+        // Stored as text, which cannot hold U+0000 on PostgreSQL.
+        crate::domain::text::refuse_nul(&value).map_err(ManifestError::Text)?;
+        let manifest: Manifest = serde_json::from_value(value).map_err(shape)?;
         if manifest.version != 1 {
             return Err(field("version", "must be 1"));
         }

@@ -28,8 +28,8 @@ pub struct ConversationRow {
 }
 
 impl ConversationRow {
-    /// The language the conversation started in (`None` for one older than
-    /// the column).
+    /// The language its first message with text fixed (`None` before one
+    /// came, e.g. after an image alone, or for one older than the column).
     pub fn language(&self) -> Option<Language> {
         self.language
     }
@@ -118,7 +118,6 @@ pub enum PendingChange {
 /// A conversation this turn starts.
 pub struct NewConversation<'a> {
     pub user_id: Option<&'a str>,
-    pub language: Language,
 }
 
 /// Everything one turn writes.
@@ -126,6 +125,9 @@ pub struct TurnRecord<'a> {
     pub conversation_id: &'a str,
     /// Set when this turn starts the conversation.
     pub new_conversation: Option<NewConversation<'a>>,
+    /// The language this turn's text fixes, when the conversation has none
+    /// yet (its first message with text; an image alone fixes nothing).
+    pub decided_language: Option<Language>,
     /// The capability this turn called, kept for the next turn's follow-ups.
     pub called_capability: Option<&'a str>,
     pub user_message: NewMessage<'a>,
@@ -302,20 +304,21 @@ impl Store {
                     .bind(account.number())
                     .bind(new.user_id)
                     .bind(now)
-                    .bind(new.language)
+                    .bind(turn.decided_language)
                     .bind(turn.called_capability)
                     .execute(&mut *tx)
                     .await?;
                 }
                 None => {
                     let touched = sqlx::query(
-                        "UPDATE conversations SET updated_at = $3, last_capability = COALESCE($4, last_capability) \
-                         WHERE id = $1 AND account_id = $2",
+                        "UPDATE conversations SET updated_at = $3, last_capability = COALESCE($4, last_capability), \
+                         language = COALESCE(language, $5) WHERE id = $1 AND account_id = $2",
                     )
                     .bind(turn.conversation_id)
                     .bind(account.number())
                     .bind(now)
                     .bind(turn.called_capability)
+                    .bind(turn.decided_language)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();

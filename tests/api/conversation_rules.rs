@@ -1,6 +1,7 @@
 //! Contract section 1, one test per runtime rule, with the built-in planner,
 //! through the real HTTP channel, against a real loopback host endpoint.
 
+use crate::helpers::fixtures::new_key;
 use crate::helpers::shop::*;
 use crate::helpers::*;
 use serde_json::{Value, json};
@@ -295,6 +296,131 @@ async fn rule_08_preparation_runs_only_after_an_operation_intent(backend: Backen
         body["interaction"]["preview"]["title"],
         "Cambiar la dirección del pedido A-1001"
     );
+}
+
+/// Imports one more preparation into the shop: its capability id.
+async fn add_preparation(shop: &Shop, definition: Value) -> String {
+    let response = shop
+        .app
+        .import_capabilities(&shop.key, &new_key(), vec![definition])
+        .await;
+    let (status, body) = status_and_json(response).await;
+    assert_eq!(status, 201, "{body}");
+    body["capabilities"][0]["id"].as_str().unwrap().to_owned()
+}
+
+/// The preparation paths the shop's endpoint was called on, in order.
+fn prepared(shop: &Shop) -> Vec<String> {
+    shop.calls()
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|p| p.starts_with("/orders/prepare-"))
+        .collect()
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_08_a_refund_is_not_a_return_and_devolucion_is_either(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let base = shop.endpoint.base.clone();
+    let ret = add_preparation(
+        &shop,
+        preparation(
+            &base,
+            "prepare_return",
+            "Devolver artículos del pedido",
+            "Cuando el usuario quiere devolver artículos de un pedido",
+            "/orders/prepare-return",
+        ),
+    )
+    .await;
+    // Rule 8: the intent for *that* operation. A refund prepares no return…
+    let (status, body) = shop.say(None, "Please refund my order A-1001").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(prepared(&shop).is_empty(), "{body}");
+    assert!(body.get("interaction").is_none(), "{body}");
+    assert_eq!(trace(&body).last().unwrap().2, "operation_not_offered");
+    // …while a return, in either language, does.
+    let (_, body) = shop.say(None, "I want to return order A-1001").await;
+    assert_eq!(prepared(&shop), ["/orders/prepare-return"], "{body}");
+    let (_, body) = shop
+        .say(None, "Quiero hacer una devolución del pedido A-1001")
+        .await;
+    assert_eq!(prepared(&shop).len(), 2, "{body}");
+    assert_eq!(body["interaction"]["operation"], "return_items", "{body}");
+
+    // The other way round: a return prepares no refund.
+    add_preparation(
+        &shop,
+        preparation(
+            &base,
+            "prepare_refund",
+            "Refunds the amount paid for an order",
+            "When the user asks for their money back",
+            "/orders/prepare-refund",
+        ),
+    )
+    .await;
+    let (_, body) = shop.say(None, "Please refund my order A-1001").await;
+    assert_eq!(body["interaction"]["operation"], "refund_order", "{body}");
+    let (_, body) = shop.say(None, "I want to return order A-1001").await;
+    assert_eq!(body["interaction"]["operation"], "return_items", "{body}");
+    let (status, _) = shop.app.disable_capability(&shop.key, &ret, "1").await;
+    assert_eq!(status, 200);
+    let before = prepared(&shop).len();
+    let (_, body) = shop.say(None, "I want to return order A-1001").await;
+    assert_eq!(
+        prepared(&shop).len(),
+        before,
+        "no refund for a return: {body}"
+    );
+    assert_eq!(trace(&body).last().unwrap().2, "operation_not_offered");
+    // Spanish "devolución" covers the refund the capability speaks of.
+    let (_, body) = shop
+        .say(None, "Quiero hacer una devolución del pedido A-1001")
+        .await;
+    assert_eq!(body["interaction"]["operation"], "refund_order", "{body}");
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_alone_does_not_fix_the_conversations_language(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    for text in ["", "  "] {
+        let (status, body) = shop
+            .send_with_image(text, "image/png", png_with_marker())
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(trace(&body).last().unwrap().2, "image_needs_instructions");
+        let c = conversation(&body);
+        // The first message with text decides: English, to the confirmation.
+        let (_, body) = shop
+            .say(
+                Some(&c),
+                "Please change the delivery address of order A-1001",
+            )
+            .await;
+        assert_eq!(body["interaction"]["type"], "confirm_operation", "{body}");
+        assert!(
+            reply(&body).ends_with("Please review and confirm the operation."),
+            "{body}"
+        );
+        // Kept: the host's report on it is answered in English too.
+        let interaction = body["interaction"]["interaction_id"].as_str().unwrap();
+        let (status, reported) = shop
+            .report(
+                &c,
+                &new_key(),
+                json!({"interaction_id": interaction, "operation": "change_address",
+                       "status": "succeeded"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{reported}");
+        assert_eq!(
+            reported["message"]["body"], "The operation was completed successfully.",
+            "{reported}"
+        );
+    }
 }
 
 #[apply(backends)]

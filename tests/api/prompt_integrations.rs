@@ -15,7 +15,7 @@ const PROMPT: &str = "Write a catchy product title for the topic given. SECRET-P
 /// The header tests use to act as many clients (WARDEN_CLIENT_IP_HEADER).
 pub(crate) const IP_HEADER: &str = "x-test-client-ip";
 
-fn manifest() -> Value {
+pub(crate) fn manifest() -> Value {
     json!({
         "version": 1,
         "name": "Title helper",
@@ -29,7 +29,7 @@ fn manifest() -> Value {
     })
 }
 
-fn bundle_args() -> BundleArgs {
+pub(crate) fn bundle_args() -> BundleArgs {
     BundleArgs {
         challenge_sitekey: "0x-test-sitekey".into(),
         public_base_url: "https://warden.example.com".into(),
@@ -131,9 +131,14 @@ impl Forms {
 }
 
 async fn create(app: &TestApp, manifest: &Value) -> Result<Value, String> {
+    create_from_text(app, &manifest.to_string()).await
+}
+
+/// `warden admin prompt-integration create` with this manifest file's text.
+pub(crate) async fn create_from_text(app: &TestApp, manifest: &str) -> Result<Value, String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("manifest.json");
-    std::fs::write(&path, manifest.to_string()).unwrap();
+    std::fs::write(&path, manifest).unwrap();
     let command = AdminCommand::PromptIntegration(PromptIntegrationCommand::Create {
         account: "forms".into(),
         manifest: path,
@@ -386,6 +391,57 @@ async fn an_execution_answers_the_models_data_and_stores_no_text(backend: Backen
     for text in ["INPUT-TEXT-MARKER", "MODEL-OUTPUT-MARKER", token.as_str()] {
         assert!(!forms.app.db.contains(text).await, "{text} was stored");
     }
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_string_enum_without_max_length_is_bounded_by_its_values(backend: Backend) {
+    let forms = Forms::open(backend).await;
+    // Contract 2.13 lists "string enum" in the subset: its values bound it.
+    let mut sized = manifest();
+    sized["input_schema"] = json!({"type": "object", "additionalProperties": false,
+        "required": ["size"], "properties": {"size": {"type": "string", "enum": ["S", "M", "L"]}}});
+    let bundle = create(&forms.app, &sized)
+        .await
+        .expect("a string enum needs no maxLength here");
+    let (id, action) = (
+        bundle["id"].as_str().unwrap(),
+        bundle["challenge_action"].as_str().unwrap(),
+    );
+    let execute = |size: &str, ip: &str| {
+        let body = json!({"input": {"size": size}, "challenge_token": mint(HOST, action, true)});
+        forms
+            .app
+            .client
+            .post(
+                forms
+                    .app
+                    .url(&format!("/v1/prompt-integrations/{id}/execute")),
+            )
+            .header("origin", ORIGIN)
+            .header(IP_HEADER, ip)
+            .json(&body)
+            .send()
+    };
+    let (status, body) = status_and_json(execute("XL", "203.0.113.30").await.unwrap()).await;
+    assert_eq!(status, 422, "{body}");
+    assert_nested_error(&body, "VALIDATION_ERROR");
+    let (status, body) = status_and_json(execute("M", "203.0.113.31").await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    // A capability's input_schema keeps contract 2.6: maxLength, enum or not.
+    let key = crate::helpers::fixtures::account_ready(&forms.app, "acme").await;
+    let mut definition = crate::helpers::fixtures::valid_definition("sized");
+    definition["input_schema"] = json!({"type": "object", "additionalProperties": false,
+        "required": ["size"], "properties": {"size": {"type": "string", "enum": ["S", "M", "L"]}}});
+    let (status, body) = forms.app.create_capability(&key, definition).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        crate::helpers::fixtures::violation_pairs(&body).contains(&(
+            "/capability/input_schema/properties/size".into(),
+            "string-max-length-required".into()
+        )),
+        "{body}"
+    );
 }
 
 #[apply(backends)]

@@ -740,10 +740,16 @@ impl Compiler<'_> {
             );
         }
 
-        // Strings: bounded (2.6 rule 2).
+        // Strings: bounded (2.6 rule 2). In a prompt-integration schema a
+        // string enum is bounded by its longest value (2.13 lists "string
+        // enum" in its subset); a capability's string still needs maxLength.
         node.max_length = self.bound(obj, "maxLength", at, limits::MAX_LENGTH);
         node.min_length = self.bound(obj, "minLength", at, limits::MAX_LENGTH);
-        if is_string && !obj.contains_key("maxLength") {
+        let enum_bound = match self.dialect {
+            Dialect::Integration => string_enum_bound(obj),
+            Dialect::Input | Dialect::Output => None,
+        };
+        if is_string && !obj.contains_key("maxLength") && enum_bound.is_none() {
             self.out.push(
                 at,
                 "string-max-length-required",
@@ -758,6 +764,9 @@ impl Compiler<'_> {
                 "bounds-inconsistent",
                 "minLength is greater than maxLength",
             );
+        }
+        if is_string && node.max_length.is_none() {
+            node.max_length = enum_bound;
         }
 
         // Numbers (integration subset only; other dialects reject the keywords above).
@@ -1001,6 +1010,19 @@ impl Compiler<'_> {
         }
         if ok { compiled } else { None }
     }
+}
+
+/// The length in characters of the longest value of a well-formed string
+/// `enum` (1 to [`limits::MAX_ENUM`] strings), which bounds every value the
+/// schema accepts; `None` when `obj` has no such enum.
+fn string_enum_bound(obj: &Map<String, Value>) -> Option<u64> {
+    let list = obj.get("enum")?.as_array()?;
+    if list.is_empty() || list.len() > limits::MAX_ENUM {
+        return None;
+    }
+    list.iter()
+        .map(|v| v.as_str().map(|s| s.chars().count() as u64))
+        .try_fold(0, |longest, len| Some(longest.max(len?)))
 }
 
 #[cfg(test)]
@@ -1291,5 +1313,36 @@ mod tests {
             "/properties/e/enum",
             "keyword-value-invalid",
         );
+    }
+
+    #[test]
+    fn an_integration_string_enum_is_bounded_by_its_longest_value() {
+        let schema = obj(json!({"size": {"type": "string", "enum": ["S", "M", "XLñ"]}}));
+        assert!(rules(Dialect::Integration, schema.clone()).is_empty());
+        let compiled = compile(Dialect::Integration, &schema).expect("accepted");
+        let (_, size) = &compiled.root.properties[0];
+        assert_eq!(size.max_length, Some(3), "the longest value, in characters");
+        // Not a bound: no enum, an empty one, or one with a non-string.
+        for bad in [
+            json!({"type": "string"}),
+            json!({"type": "string", "enum": []}),
+            json!({"type": "string", "enum": ["a", 1]}),
+        ] {
+            assert!(
+                rules(Dialect::Integration, obj(json!({"s": bad.clone()})))
+                    .iter()
+                    .any(|(_, r)| r == "string-max-length-required"),
+                "{bad}"
+            );
+        }
+        // A capability's schema keeps 2.6 rule 2: maxLength, enum or not.
+        for dialect in [Dialect::Input, Dialect::Output] {
+            one(
+                dialect,
+                obj(json!({"size": {"type": "string", "enum": ["S", "M"]}})),
+                "/properties/size",
+                "string-max-length-required",
+            );
+        }
     }
 }

@@ -310,7 +310,9 @@ fn entry(capability: &CapabilityOffer) -> Arc<Entry> {
     if !capability.preparation {
         collect_fields(&capability.output_schema, &mut fields);
     }
-    let all = keys(&text);
+    let mut all = keys(&text);
+    // "devolver" finds `prepare_return`; "refund" does not (lexicon::widen).
+    lexicon::widen(&mut all);
     let returned: HashSet<String> = keys(&fields)
         .into_iter()
         .filter(|k| !all.contains(k))

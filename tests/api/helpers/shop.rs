@@ -75,6 +75,19 @@ fn answer(path: &str, arguments: &Value) -> (StatusCode, Value) {
             ),
             _ => (StatusCode::OK, json!({"type": "not_found"})),
         },
+        "/orders/prepare-return" | "/orders/prepare-refund" => {
+            let operation = if path.ends_with("return") {
+                "return_items"
+            } else {
+                "refund_order"
+            };
+            (
+                StatusCode::OK,
+                json!({"type": "confirm_operation", "operation": operation,
+                       "operation_ref": OPERATION_REF, "expires_at": "2099-01-01T00:00:00Z",
+                       "preview": {"title": format!("{operation} {order}"), "fields": []}}),
+            )
+        }
         _ => (StatusCode::NOT_FOUND, json!({})),
     }
 }
@@ -118,10 +131,21 @@ pub fn customer_orders(base: &str) -> Value {
 }
 
 pub fn prepare_address_change(base: &str) -> Value {
-    let mut d = valid_definition("prepare_address_change");
-    d["description"] = json!("Prepara el cambio de dirección de envío de un pedido");
-    d["when_to_use"] = json!("Cuando el usuario quiere cambiar la dirección de un pedido");
-    d["url"] = json!(format!("{base}/orders/prepare-address-change"));
+    preparation(
+        base,
+        "prepare_address_change",
+        "Prepara el cambio de dirección de envío de un pedido",
+        "Cuando el usuario quiere cambiar la dirección de un pedido",
+        "/orders/prepare-address-change",
+    )
+}
+
+/// A preparation capability of an order, called on `path` of the shop's endpoint.
+pub fn preparation(base: &str, name: &str, description: &str, when: &str, path: &str) -> Value {
+    let mut d = valid_definition(name);
+    d["description"] = json!(description);
+    d["when_to_use"] = json!(when);
+    d["url"] = json!(format!("{base}{path}"));
     d["input_schema"] = order_input();
     d["result_handling"] = json!("host_interaction");
     d["output_schema"] = json!({"type": "object", "additionalProperties": false, "properties": {
