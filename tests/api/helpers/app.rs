@@ -119,8 +119,43 @@ impl TestApp {
         .await
     }
 
+    /// A loopback-enabled server whose policy guest is the component at `guest`.
+    pub async fn spawn_with_guest(backend: Backend, guest: std::path::PathBuf) -> Self {
+        Self::spawn_serving_guest(
+            TestDb::new(backend).await,
+            Some(guest),
+            true,
+            Default::default(),
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        )
+        .await
+    }
+
     async fn spawn_serving(
         db: TestDb,
+        dev_allow_loopback: bool,
+        planner: PlannerArgs,
+        limits: warden::cli::ClientLimits,
+        platform: warden::cli::PlatformArgs,
+        prompt: warden::cli::PromptArgs,
+    ) -> Self {
+        Self::spawn_serving_guest(
+            db,
+            None,
+            dev_allow_loopback,
+            planner,
+            limits,
+            platform,
+            prompt,
+        )
+        .await
+    }
+
+    async fn spawn_serving_guest(
+        db: TestDb,
+        policy_guest: Option<std::path::PathBuf>,
         dev_allow_loopback: bool,
         planner: PlannerArgs,
         limits: warden::cli::ClientLimits,
@@ -131,7 +166,7 @@ impl TestApp {
             docs_ui: false,
             listen: "127.0.0.1:0".parse().unwrap(),
             sandbox: warden::cli::SandboxArgs {
-                policy_guest: None,
+                policy_guest,
                 guest_cache_dir: Some(guest_cache_dir()),
                 dev_allow_loopback,
             },
