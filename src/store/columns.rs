@@ -14,6 +14,7 @@ use crate::domain::message::MessageRole;
 use crate::store::capability_tests::TestStatus;
 use crate::store::idempotency::IdempotencyState;
 use crate::store::platform::InboundState;
+use crate::store::prompt_integrations::{IntegrationStatus, PromptOutcome};
 
 /// Implements `Type`, `Encode` and `Decode` for every backend whose `str`
 /// has them, through the set's `as_str` and `parse`.
@@ -72,4 +73,6 @@ text_column!(
     MessageRole,
     IdempotencyState,
     InboundState,
+    IntegrationStatus,
+    PromptOutcome,
 );
