@@ -34,7 +34,7 @@ help:
 	@echo "make soak    SOAK_SECONDS (600) of steady turns and contract tests per database against warden"
 	@echo "             serve (release), watched for growth of memory, threads and descriptors; writes the"
 	@echo "             soak section of docs/benchmarks.md (a documented run, not CI)"
-	@echo "make lint    rustfmt check and clippy with warnings denied"
+	@echo "make lint    rustfmt check and clippy with warnings denied, on the server and on every guest"
 	@echo "make walkthrough  a three-turn conversation against the example host endpoint"
 	@echo "make fuzz    the schema differential test for SCHEMA_DIFF_CASES (100000), then every fuzz target"
 	@echo "             for FUZZ_SECONDS (300) each (nightly, cargo-fuzz; fuzz/README.md), then a long Schemathesis run"
@@ -86,6 +86,13 @@ fuzz: toolchain
 openapi: toolchain
 	$(CARGO) run --quiet --bin warden -- openapi > docs/openapi.json
 
+# The guests are their own workspaces, for wasm32-wasip2: each is linted as
+# it is built (the rule library also natively, with its tests).
+GUESTS := guest-policy examples/guests/prefixed-names tests/guests/odd-interaction
+
 lint: toolchain
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	cd guest-policy && $(CARGO) clippy --locked -p warden-policy-rules --all-targets --all-features -- -D warnings
+	for guest in $(GUESTS); do (cd $$guest && $(CARGO) fmt --all -- --check \
+		&& $(CARGO) clippy --locked --target wasm32-wasip2 -- -D warnings) || exit 1; done

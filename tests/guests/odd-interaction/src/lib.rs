@@ -11,7 +11,10 @@ impl Policy for OddInteraction {
     fn shape_interaction(endpoint_result: &str) -> Result<Shaped, Vec<Violation>> {
         let mut shaped = rules::interaction::shape_text(endpoint_result)?;
         if shaped.kind == InteractionKind::Selection
-            && let Some(options) = shaped.public.get_mut("options").and_then(Value::as_array_mut)
+            && let Some(options) = shaped
+                .public
+                .get_mut("options")
+                .and_then(Value::as_array_mut)
         {
             for option in options.iter_mut() {
                 let label = option.get("label").cloned().unwrap_or(Value::Null);
