@@ -43,7 +43,6 @@ use super::references;
 use super::response::{AssistantMessage, BenchmarkObservation, MessageResponse};
 use super::texts;
 use super::trace::{Reason, Trace};
-use crate::channel::inbound::InboundMessage;
 use crate::clock::{now_millis, to_rfc3339};
 use crate::crypto::master_key::Keyring;
 use crate::domain::account::AccountId;
@@ -56,6 +55,7 @@ use crate::store::conversations::{
 };
 use crate::store::gap_events::GapEvent;
 use crate::store::{Store, StoreError};
+use warden_channel::inbound::InboundMessage;
 
 /// Messages of history given to planners and searched for earlier values.
 pub const HISTORY_MESSAGES: i64 = 20;

@@ -8,7 +8,7 @@ use warden::agent::planner::{
     CapabilityOffer, EffectivePolicy, HistoryEntry, Offered, Plan, PlanOutcome, PlanRequest,
     PlannerError, ReplyRequest, Role,
 };
-use warden::channel::image::{ImageFormat, InboundImage};
+use warden_channel::image::{ImageFormat, InboundImage};
 
 use crate::helpers::fake_inference::{FakeInference, FakeReply};
 

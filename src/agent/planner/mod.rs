@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::agent::patterns::PatternMatches;
 
-use crate::channel::image::InboundImage;
+use warden_channel::image::InboundImage;
 
 /// A capability as a planner sees it: no id, no URL, no credential, no
 /// revision (contract 1, rule 5). `name` is the tool name. The engine keeps

@@ -20,7 +20,7 @@ use super::{
     CapabilityOffer, EffectivePolicy, HistoryEntry, Offered, Plan, PlanOutcome, PlanRequest,
     PlannerError, ReplyRequest, Role,
 };
-use crate::channel::image::InboundImage;
+use warden_channel::image::InboundImage;
 
 /// HTTP calls per `plan` or `reply`: the first and at most one retry.
 const MAX_ATTEMPTS: u32 = 2;
