@@ -28,10 +28,7 @@ pub fn imports(src: &Path) -> Vec<Import> {
         .collect();
     let by_module: HashMap<Vec<String>, String> =
         files.iter().map(|f| (module_of(f), f.clone())).collect();
-    let sources: Vec<Source> = files
-        .iter()
-        .map(|f| Source::read(src, f))
-        .collect();
+    let sources: Vec<Source> = files.iter().map(|f| Source::read(src, f)).collect();
     let graph = Graph {
         by_module,
         reexports: sources
@@ -176,8 +173,9 @@ impl Source {
                 uses.next();
                 continue;
             }
-            let boundary = i == 0 || !matches!(bytes[i - 1], b'_' | b':' | b'$' | b'.')
-                && !bytes[i - 1].is_ascii_alphanumeric();
+            let boundary = i == 0
+                || !matches!(bytes[i - 1], b'_' | b':' | b'$' | b'.')
+                    && !bytes[i - 1].is_ascii_alphanumeric();
             if !boundary || !is_ident_start(bytes[i]) {
                 i += 1;
                 continue;
@@ -377,7 +375,10 @@ fn use_statements(code: &str) -> Vec<(usize, usize, String, bool)> {
                 && before
                     .rfind("pub(")
                     .is_some_and(|p| !before[p..].contains('\n'));
-        let tree: String = code[at + 3..end].split_whitespace().collect::<Vec<_>>().join(" ");
+        let tree: String = code[at + 3..end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         found.push((at, end, tree, public));
         from = end;
     }
@@ -436,7 +437,9 @@ fn blank(text: &str) -> String {
         let next = chars.get(i + 1).copied();
         let ident_before = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
         if c == '/' && next == Some('/') {
-            let end = (i..chars.len()).find(|&j| chars[j] == '\n').unwrap_or(chars.len());
+            let end = (i..chars.len())
+                .find(|&j| chars[j] == '\n')
+                .unwrap_or(chars.len());
             blank_until(&mut out, i, end);
             i = end;
         } else if c == '/' && next == Some('*') {
