@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use warden::cli::{
-    AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, SandboxArgs, ServeArgs,
+    AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, ServeArgs,
 };
 use warden::executor::{Call, CapabilityAtRevision};
 use warden::startup::Application;
@@ -35,19 +35,9 @@ async fn main() {
         master_key: Some("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=".into()),
         ..Default::default()
     };
-    let serve = ServeArgs {
-        docs_ui: false,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        sandbox: SandboxArgs {
-            dev_allow_loopback: true,
-            guest_cache_dir: Some(dir.path().join("cache")),
-            policy_guest: None,
-        },
-        planner: Default::default(),
-        limits: Default::default(),
-        platform: Default::default(),
-        prompt: Default::default(),
-    };
+    let serve = ServeArgs::local()
+        .with_guest_cache(dir.path().join("cache"))
+        .with_loopback_endpoints(true);
     let app = Application::build(&database, &keys, &serve).await.unwrap();
     let context = app.context();
     let base = format!("http://{}", app.local_addr());

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warden::cli::{
-    AccountCommand, AdminCommand, DatabaseArgs, MasterKeyArgs, PlatformArgs, SandboxArgs,
-    ServeArgs, WebhookCommand,
+    AccountCommand, AdminCommand, DatabaseArgs, MasterKeyArgs, PlatformArgs, ServeArgs,
+    WebhookCommand,
 };
 use warden::platform::webhook::sign;
 use warden::startup::Application;
@@ -122,17 +122,10 @@ async fn run(label: &str, database_url: &str, dir: &std::path::Path) {
         master_key: Some(MASTER_KEY.into()),
         ..Default::default()
     };
-    let serve = ServeArgs {
-        docs_ui: false,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        sandbox: SandboxArgs {
-            dev_allow_loopback: true,
-            guest_cache_dir: Some(dir.join("cache")),
-            policy_guest: None,
-        },
-        planner: Default::default(),
-        limits: Default::default(),
-        platform: PlatformArgs {
+    let serve = ServeArgs::local()
+        .with_guest_cache(dir.join("cache"))
+        .with_loopback_endpoints(true)
+        .with_platform(PlatformArgs {
             webhook_verify_token: Some("bench-verify".into()),
             webhook_app_secret: Some(SECRET.into()),
             platform_api_url: api,
@@ -140,9 +133,7 @@ async fn run(label: &str, database_url: &str, dir: &std::path::Path) {
             // The whole burst fits: this measures throughput, not the cap.
             platform_queue_per_number: BURST as u32,
             ..Default::default()
-        },
-        prompt: Default::default(),
-    };
+        });
     let app = Application::build(&database, &keys, &serve).await.unwrap();
     let store = app.store().clone();
     let url = format!("http://{}/v1/webhooks/platform", app.local_addr());

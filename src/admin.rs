@@ -360,7 +360,7 @@ fn keyring(
     database: &DatabaseArgs,
     master_key: &MasterKeyArgs,
 ) -> anyhow::Result<master_key::Keyring> {
-    master_key::resolve_keyring(master_key, &DatabaseKind::of_url(&database.database_url)?)
+    crate::startup::keyring(master_key, &DatabaseKind::of_url(&database.database_url)?)
 }
 
 /// Prints the report whatever it says; fails (exit 1) when the guest would be refused.

@@ -118,6 +118,64 @@ pub struct ServeArgs {
     pub docs_ui: bool,
 }
 
+/// `ServeArgs` built in code (tests and benchmarks run the server in
+/// process): [`ServeArgs::local`] and one `with_…` per part to change.
+impl ServeArgs {
+    /// Listens on 127.0.0.1 port 0 (the system picks a free port), with
+    /// every other setting at its default: the embedded guest, compiled at
+    /// start; the built-in planner; the default client limits; no platform
+    /// channel, no prompt verifier, no docs UI.
+    pub fn local() -> Self {
+        ServeArgs {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            sandbox: SandboxArgs::default(),
+            planner: PlannerArgs::default(),
+            limits: ClientLimits::default(),
+            platform: PlatformArgs::default(),
+            prompt: PromptArgs::default(),
+            docs_ui: false,
+        }
+    }
+
+    /// Runs the policy guest component at `path` instead of the embedded one.
+    pub fn with_policy_guest(mut self, path: PathBuf) -> Self {
+        self.sandbox.policy_guest = Some(path);
+        self
+    }
+
+    /// Keeps compiled guests in `dir`, so each new server skips compiling.
+    pub fn with_guest_cache(mut self, dir: PathBuf) -> Self {
+        self.sandbox.guest_cache_dir = Some(dir);
+        self
+    }
+
+    /// DEVELOPMENT ONLY (`WARDEN_DEV_ALLOW_LOOPBACK`): capability URLs on loopback.
+    pub fn with_loopback_endpoints(mut self, allow: bool) -> Self {
+        self.sandbox.dev_allow_loopback = allow;
+        self
+    }
+
+    pub fn with_planner(mut self, planner: PlannerArgs) -> Self {
+        self.planner = planner;
+        self
+    }
+
+    pub fn with_limits(mut self, limits: ClientLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn with_platform(mut self, platform: PlatformArgs) -> Self {
+        self.platform = platform;
+        self
+    }
+
+    pub fn with_prompt(mut self, prompt: PromptArgs) -> Self {
+        self.prompt = prompt;
+        self
+    }
+}
+
 /// Prompt integrations (contract 2.13, 4.4): the challenge verifier the
 /// execute route asks, and which client address its burst limit counts.
 /// Without a verify URL and secret every execute answers 503 (no token

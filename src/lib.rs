@@ -6,7 +6,6 @@
 pub mod admin;
 pub mod agent;
 pub mod api;
-pub mod channel;
 pub mod cli;
 pub mod client_address;
 pub mod clock;

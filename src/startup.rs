@@ -13,7 +13,7 @@ use crate::agent::planner::{Planner, builtin::BuiltinPlanner, openai};
 use crate::api::lifetime::RequestDeadlines;
 use crate::api::{self, AppContext};
 use crate::cli::{DatabaseArgs, MasterKeyArgs, PlannerArgs, PlatformArgs, ServeArgs};
-use crate::crypto::master_key;
+use crate::crypto::master_key::{self, DatabasePlace, KeySettings, Keyring};
 use crate::executor::Executor;
 use crate::http_server::{self, ConnectionLimits};
 use crate::platform::worker::{RetryPolicy, Worker};
@@ -41,7 +41,7 @@ impl Application {
         let kind = DatabaseKind::of_url(&database.database_url)?;
         // The key is checked before touching the database, so a misconfigured
         // PostgreSQL replica fails fast with a clear message.
-        let keyring = master_key::resolve_keyring(master_key, &kind)?;
+        let keyring = keyring(master_key, &kind)?;
         // The guest is loaded before the database so a bad guest fails fast.
         let sandbox = PolicySandbox::load(&serve.sandbox)?;
         let store = Store::connect(&database.database_url)
@@ -300,6 +300,22 @@ fn planner(args: &PlannerArgs) -> anyhow::Result<Planner> {
             timeout: std::time::Duration::from_millis(args.inference_timeout_ms),
         },
     )))
+}
+
+/// The master keyring for these settings and this database, resolved the
+/// same way by `warden serve` and `warden admin`.
+pub fn keyring(master_key: &MasterKeyArgs, kind: &DatabaseKind) -> anyhow::Result<Keyring> {
+    let settings = KeySettings {
+        inline: master_key.master_key.as_deref(),
+        file: master_key.master_key_file.as_deref(),
+        previous_file: master_key.master_key_previous_file.as_deref(),
+    };
+    let place = match kind {
+        DatabaseKind::Postgres => DatabasePlace::Shared,
+        DatabaseKind::SqliteMemory => DatabasePlace::Memory,
+        DatabaseKind::SqliteFile(path) => DatabasePlace::File(path),
+    };
+    master_key::resolve_keyring(settings, place)
 }
 
 fn backend_label(kind: &DatabaseKind) -> &'static str {

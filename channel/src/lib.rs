@@ -2,9 +2,10 @@
 //! channel (contract 2.1, 4.2), parsed and bounded before the engine sees it.
 //!
 //! This crate knows bytes, a content type and a body stream, nothing of the
-//! server's HTTP framework: the server (`warden::channel`) re-exports it and
-//! adds the request extractor, and `fuzz/` fuzzes the same functions the
-//! server calls without building the server.
+//! server's HTTP framework: the server's request extractor
+//! (`warden::api::message_body`) and its engine use it directly, and
+//! `fuzz/` fuzzes the same functions the server calls without building the
+//! server.
 
 pub mod bounds;
 mod error;

@@ -2,12 +2,12 @@
 //! `Engine::turn` answers and the HTTP channel serialises. Fields are
 //! declared in alphabetical order, the order the response always had.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::trace::ReasonCode;
-use super::turn::Interaction;
 use crate::domain::closed_set::closed_set;
+use crate::domain::interaction::InteractionType;
 use crate::domain::message::MessageRole;
+use crate::executor::FailureReason;
 
 /// The message response (2.2).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -152,4 +152,158 @@ pub struct TraceTiming {
     pub selection_inference_attempts: u32,
     pub selection_inference_ms: u64,
     pub selection_retry_delay_ms: u64,
+}
+
+/// The interaction object of a message response (2.3): route by `owner`
+/// (`host`) and `type`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum Interaction {
+    Confirmation(Confirmation),
+    Selection(Selection),
+}
+
+/// `confirm_operation`: one prepared operation for the user to confirm in
+/// the host's application. Fields in alphabetical order, as always written.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Confirmation {
+    #[schema(format = DateTime)]
+    pub expires_at: String,
+    pub interaction_id: String,
+    pub operation: String,
+    /// Opaque; stays in the host flow.
+    pub operation_ref: String,
+    /// `host`.
+    #[schema(value_type = String, pattern = "^host$")]
+    pub owner: &'static str,
+    /// What the user confirms.
+    pub preview: Preview,
+    /// `confirm_operation`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^confirm_operation$")]
+    pub kind: InteractionType,
+}
+
+/// `selection`: several prepared operations for the user to choose from.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Selection {
+    #[schema(format = DateTime)]
+    pub expires_at: String,
+    pub interaction_id: String,
+    pub operation: String,
+    pub options: Vec<InteractionOption>,
+    /// `host`.
+    #[schema(value_type = String, pattern = "^host$")]
+    pub owner: &'static str,
+    /// Opaque; stays in the host flow.
+    pub selection_ref: String,
+    pub title: String,
+    /// `selection`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^selection$")]
+    pub kind: InteractionType,
+}
+
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Preview {
+    pub fields: Vec<PreviewField>,
+    pub title: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewField {
+    pub label: String,
+    pub value: String,
+}
+
+/// One choice of a selection, with its opaque `option_ref`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct InteractionOption {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub label: String,
+    pub option_ref: String,
+}
+
+closed_set! {
+    /// Why a turn answered as it did: the `reason_code` of the trace's
+    /// response event and of the operator's log line.
+    pub enum Reason {
+        CapabilityExcluded = "capability_excluded",
+        Cancelled = "cancelled",
+        NothingToCancel = "nothing_to_cancel",
+        Closing = "closing",
+        Answered = "answered",
+        AnswerRefused = "answer_refused",
+        OutOfScope = "out_of_scope",
+        NoCapability = "no_capability",
+        CapabilityRefused = "capability_refused",
+        PreparationWithoutIntent = "preparation_without_intent",
+        OperationNotOffered = "operation_not_offered",
+        ImageNeedsInstructions = "image_needs_instructions",
+        Clarification = "clarification",
+        Confirmation = "confirmation",
+        EmptyResult = "empty_result",
+        InteractionRequired = "interaction_required",
+        NotFound = "not_found",
+        InteractionExpired = "interaction_expired",
+        CapabilityFailed = "capability_failed",
+        Grounded = "grounded",
+        GroundedTemplate = "grounded_template",
+    }
+}
+
+closed_set! {
+    /// Why a capability was selected: the `reason_code` of a selection event.
+    pub enum SelectionReason {
+        /// The planner proposed it and the rules allowed it.
+        Matched = "matched",
+        /// It was waiting for this message (rule 12).
+        PendingOperation = "pending_operation",
+    }
+}
+
+/// What a call gave: the `reason_code` of an execution event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecutionReason {
+    Ok,
+    Empty,
+    Failed(FailureReason),
+}
+
+impl ExecutionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionReason::Ok => "ok",
+            ExecutionReason::Empty => "empty",
+            ExecutionReason::Failed(reason) => reason.as_str(),
+        }
+    }
+}
+
+/// The `reason_code` of a trace event, by stage: each stage's own closed
+/// set, written as its word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReasonCode {
+    Selection(SelectionReason),
+    Execution(ExecutionReason),
+    Response(Reason),
+}
+
+impl ReasonCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasonCode::Selection(r) => r.as_str(),
+            ReasonCode::Execution(r) => r.as_str(),
+            ReasonCode::Response(r) => r.as_str(),
+        }
+    }
+}
+
+impl serde::Serialize for ReasonCode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
 }

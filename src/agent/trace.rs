@@ -3,90 +3,10 @@
 
 use std::time::Duration;
 
-use super::response::{CapabilityTrace, TraceEvent, TraceStage, TraceStatus, TraceTiming};
-use crate::domain::closed_set::closed_set;
-use crate::executor::FailureReason;
-
-closed_set! {
-    /// Why a turn answered as it did: the `reason_code` of the trace's
-    /// response event and of the operator's log line.
-    pub enum Reason {
-        CapabilityExcluded = "capability_excluded",
-        Cancelled = "cancelled",
-        NothingToCancel = "nothing_to_cancel",
-        Closing = "closing",
-        Answered = "answered",
-        AnswerRefused = "answer_refused",
-        OutOfScope = "out_of_scope",
-        NoCapability = "no_capability",
-        CapabilityRefused = "capability_refused",
-        PreparationWithoutIntent = "preparation_without_intent",
-        OperationNotOffered = "operation_not_offered",
-        ImageNeedsInstructions = "image_needs_instructions",
-        Clarification = "clarification",
-        Confirmation = "confirmation",
-        EmptyResult = "empty_result",
-        InteractionRequired = "interaction_required",
-        NotFound = "not_found",
-        InteractionExpired = "interaction_expired",
-        CapabilityFailed = "capability_failed",
-        Grounded = "grounded",
-        GroundedTemplate = "grounded_template",
-    }
-}
-
-closed_set! {
-    /// Why a capability was selected: the `reason_code` of a selection event.
-    pub enum SelectionReason {
-        /// The planner proposed it and the rules allowed it.
-        Matched = "matched",
-        /// It was waiting for this message (rule 12).
-        PendingOperation = "pending_operation",
-    }
-}
-
-/// What a call gave: the `reason_code` of an execution event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExecutionReason {
-    Ok,
-    Empty,
-    Failed(FailureReason),
-}
-
-impl ExecutionReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExecutionReason::Ok => "ok",
-            ExecutionReason::Empty => "empty",
-            ExecutionReason::Failed(reason) => reason.as_str(),
-        }
-    }
-}
-
-/// The `reason_code` of a trace event, by stage: each stage's own closed
-/// set, written as its word.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReasonCode {
-    Selection(SelectionReason),
-    Execution(ExecutionReason),
-    Response(Reason),
-}
-
-impl ReasonCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReasonCode::Selection(r) => r.as_str(),
-            ReasonCode::Execution(r) => r.as_str(),
-            ReasonCode::Response(r) => r.as_str(),
-        }
-    }
-}
-
-impl serde::Serialize for ReasonCode {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
+use super::response::{
+    CapabilityTrace, ExecutionReason, Reason, ReasonCode, SelectionReason, TraceEvent, TraceStage,
+    TraceStatus, TraceTiming,
+};
 
 #[derive(Debug, Default, Clone)]
 pub struct Timing {

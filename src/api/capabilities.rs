@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::auth::Caller;
-use super::capability_test::RecordedTest;
 use super::error::{ApiError, FlatError, Violation};
 use super::idempotent;
 use super::json_body::JsonBody;
@@ -22,6 +21,7 @@ use crate::domain::capability::{
     PublishRequest, RevisionChange, Wrapper, parse_if_match,
 };
 use crate::store::capabilities::{CapabilityRow, GuardedWriteError, NewCapability};
+use crate::store::capability_tests::{TestRecord, TestStatus};
 use crate::store::idempotency::Completion;
 use crate::store::{Constraint, StoreError};
 use crate::vault;
@@ -108,6 +108,41 @@ pub struct CapabilityDetail {
     tests: Vec<RecordedTest>,
     #[schema(format = DateTime)]
     updated_at: String,
+}
+
+/// A stored contract-test record as the API shows it (the capability
+/// detail's `tests`): never an output or a secret. Fields in the order they
+/// were always written (alphabetical).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct RecordedTest {
+    pub(super) attempts: i64,
+    pub(super) capability_id: String,
+    #[schema(format = DateTime)]
+    pub(super) created_at: String,
+    pub(super) duration_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) http_status: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) reason: Option<String>,
+    pub(super) revision: i64,
+    pub(super) status: TestStatus,
+    pub(super) test_id: String,
+}
+
+impl From<&TestRecord> for RecordedTest {
+    fn from(record: &TestRecord) -> Self {
+        RecordedTest {
+            attempts: record.attempts,
+            capability_id: record.capability_id.clone(),
+            created_at: to_rfc3339(record.created_at),
+            duration_ms: record.duration_ms,
+            http_status: record.http_status,
+            reason: record.reason.clone(),
+            revision: record.revision,
+            status: record.status,
+            test_id: record.id.clone(),
+        }
+    }
 }
 
 /// One revision of the history.

@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::auth::Caller;
-use super::capabilities::{owned, parse_id};
+use super::capabilities::{RecordedTest, owned, parse_id};
 use super::error::{ApiError, FlatError, Violation};
 use super::json_body::JsonBody;
-use crate::clock::{now_millis, to_rfc3339};
+use crate::clock::now_millis;
 use crate::executor::{
     CallFailure, CallResult, CapabilityAtRevision, FailureReason, FailureSummary,
 };
@@ -36,41 +36,6 @@ pub struct TestRequest {
     /// Arguments for the capability's `input_schema`.
     #[schema(value_type = Object)]
     arguments: Value,
-}
-
-/// A stored contract-test record as the API shows it (the capability
-/// detail's `tests`): never an output or a secret. Fields in the order they
-/// were always written (alphabetical).
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct RecordedTest {
-    attempts: i64,
-    capability_id: String,
-    #[schema(format = DateTime)]
-    created_at: String,
-    duration_ms: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    http_status: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
-    revision: i64,
-    status: TestStatus,
-    test_id: String,
-}
-
-impl From<&TestRecord> for RecordedTest {
-    fn from(record: &TestRecord) -> Self {
-        RecordedTest {
-            attempts: record.attempts,
-            capability_id: record.capability_id.clone(),
-            created_at: to_rfc3339(record.created_at),
-            duration_ms: record.duration_ms,
-            http_status: record.http_status,
-            reason: record.reason.clone(),
-            revision: record.revision,
-            status: record.status,
-            test_id: record.id.clone(),
-        }
-    }
 }
 
 /// What the test route answers: the record, plus the failure's message,

@@ -7,9 +7,9 @@
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, NestedError};
+use super::message_body::Inbound;
 use crate::agent::TurnError;
 use crate::agent::response::MessageResponse;
-use crate::channel::inbound::Inbound;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;

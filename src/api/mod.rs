@@ -28,6 +28,7 @@ pub mod idempotent;
 pub mod json_body;
 pub mod jwks;
 pub mod lifetime;
+pub mod message_body;
 pub mod messages;
 pub mod openapi;
 pub mod operation_results;
@@ -85,7 +86,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     // Multipart bodies carry an image of up to 4 MiB; each part has its own bound.
     let (schemas, paths, send_message) = routes!(messages::send_message);
     let send_message = send_message.layer(DefaultBodyLimit::max(
-        crate::channel::inbound::MAX_MULTIPART_BYTES,
+        warden_channel::inbound::MAX_MULTIPART_BYTES,
     ));
     OpenApiRouter::with_openapi(openapi::base())
         // 4.1 System (public).

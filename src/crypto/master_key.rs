@@ -15,9 +15,6 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::cli::MasterKeyArgs;
-use crate::store::DatabaseKind;
-
 pub const KEY_LEN: usize = 32;
 
 #[derive(Clone)]
@@ -87,10 +84,33 @@ impl Keyring {
     }
 }
 
+/// The master-key settings as configured (`WARDEN_MASTER_KEY`,
+/// `WARDEN_MASTER_KEY_FILE`, `WARDEN_MASTER_KEY_PREVIOUS_FILE`): plain values,
+/// so this floor needs nothing of the command line.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeySettings<'a> {
+    pub inline: Option<&'a str>,
+    pub file: Option<&'a Path>,
+    pub previous_file: Option<&'a Path>,
+}
+
+/// Where the database lives, which decides what a missing key means: a
+/// shared database (PostgreSQL) refuses to start, one in memory gets a
+/// throwaway key, a SQLite file gets a key file created beside it.
+#[derive(Clone, Copy, Debug)]
+pub enum DatabasePlace<'a> {
+    Shared,
+    Memory,
+    File(&'a Path),
+}
+
 /// The keyring as configured (creating the default key file if needed).
-pub fn resolve_keyring(args: &MasterKeyArgs, database: &DatabaseKind) -> anyhow::Result<Keyring> {
-    let current = resolve(args, database)?;
-    let previous = match &args.master_key_previous_file {
+pub fn resolve_keyring(
+    settings: KeySettings<'_>,
+    database: DatabasePlace<'_>,
+) -> anyhow::Result<Keyring> {
+    let current = resolve(settings, database)?;
+    let previous = match settings.previous_file {
         Some(path) => vec![read_key_file(path).context("WARDEN_MASTER_KEY_PREVIOUS_FILE")?],
         None => vec![],
     };
@@ -98,25 +118,28 @@ pub fn resolve_keyring(args: &MasterKeyArgs, database: &DatabaseKind) -> anyhow:
 }
 
 /// Finds the master key as configured, or creates the default key file.
-pub fn resolve(args: &MasterKeyArgs, database: &DatabaseKind) -> anyhow::Result<MasterKey> {
-    if let Some(inline) = &args.master_key {
+pub fn resolve(
+    settings: KeySettings<'_>,
+    database: DatabasePlace<'_>,
+) -> anyhow::Result<MasterKey> {
+    if let Some(inline) = settings.inline {
         return MasterKey::from_base64(inline).context("WARDEN_MASTER_KEY");
     }
-    if let Some(path) = &args.master_key_file {
+    if let Some(path) = settings.file {
         return read_key_file(path);
     }
     match database {
-        DatabaseKind::Postgres => bail!(
+        DatabasePlace::Shared => bail!(
             "PostgreSQL needs a master key shared by every replica: set WARDEN_MASTER_KEY \
              (base64 of 32 bytes) or WARDEN_MASTER_KEY_FILE"
         ),
-        DatabaseKind::SqliteMemory => {
+        DatabasePlace::Memory => {
             tracing::warn!(
                 "no master key configured and the database is in memory: using a throwaway key"
             );
             Ok(MasterKey::generate())
         }
-        DatabaseKind::SqliteFile(db_path) => {
+        DatabasePlace::File(db_path) => {
             let path = default_key_path(db_path);
             if path.exists() {
                 return read_key_file(&path);
@@ -167,47 +190,45 @@ fn write_new_key_file(path: &Path, key: &MasterKey) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    fn no_key() -> MasterKeyArgs {
-        MasterKeyArgs {
-            master_key: None,
-            master_key_file: None,
-            master_key_previous_file: None,
-        }
+    fn no_key() -> KeySettings<'static> {
+        KeySettings::default()
     }
 
     #[test]
     fn creates_a_private_key_file_once_and_reuses_it() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("w.db");
-        let first = resolve(&no_key(), &DatabaseKind::SqliteFile(db.clone())).unwrap();
+        let first = resolve(no_key(), DatabasePlace::File(&db)).unwrap();
         let path = default_key_path(&db);
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
-        let second = resolve(&no_key(), &DatabaseKind::SqliteFile(db)).unwrap();
+        let second = resolve(no_key(), DatabasePlace::File(&db)).unwrap();
         assert_eq!(first.bytes(), second.bytes());
     }
 
     #[test]
     fn postgres_without_a_key_refuses_to_start() {
-        let err = resolve(&no_key(), &DatabaseKind::Postgres).unwrap_err();
+        let err = resolve(no_key(), DatabasePlace::Shared).unwrap_err();
         assert!(err.to_string().contains("WARDEN_MASTER_KEY"));
     }
 
     #[test]
     fn inline_key_must_be_32_bytes() {
-        let args = MasterKeyArgs {
-            master_key: Some(STANDARD.encode([1u8; 16])),
+        let short = STANDARD.encode([1u8; 16]);
+        let args = KeySettings {
+            inline: Some(&short),
             ..no_key()
         };
-        assert!(resolve(&args, &DatabaseKind::Postgres).is_err());
-        let args = MasterKeyArgs {
-            master_key: Some(STANDARD.encode([1u8; 32])),
+        assert!(resolve(args, DatabasePlace::Shared).is_err());
+        let whole = STANDARD.encode([1u8; 32]);
+        let args = KeySettings {
+            inline: Some(&whole),
             ..no_key()
         };
         assert_eq!(
-            resolve(&args, &DatabaseKind::Postgres).unwrap().bytes(),
+            resolve(args, DatabasePlace::Shared).unwrap().bytes(),
             &[1u8; 32]
         );
     }

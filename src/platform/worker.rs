@@ -24,10 +24,10 @@ use zeroize::Zeroizing;
 use super::access_token;
 use super::send_api::{SendApi, SendError};
 use crate::agent::{Engine, TurnError};
-use crate::channel::inbound::InboundMessage;
 use crate::crypto::master_key::Keyring;
 use crate::store::Store;
 use crate::store::platform::{ClaimedInbound, InboundState};
+use warden_channel::inbound::InboundMessage;
 
 /// How the worker retries and how long a claim lasts.
 #[derive(Clone, Debug)]

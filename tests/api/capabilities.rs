@@ -361,24 +361,12 @@ async fn concurrent_patches_with_one_if_match_have_one_winner(backend: Backend) 
     let (_, created) = app
         .create_capability(&key, valid_definition("order_status"))
         .await;
-    let path = format!("/v1/capabilities/{}", created["id"].as_str().unwrap());
+    let id = created["id"].as_str().unwrap();
     let attempts = (0..8)
         .map(|i| {
-            let client = app.client.clone();
-            let url = app.url(&path);
-            let key = key.clone();
-            tokio::spawn(async move {
-                client
-                    .patch(url)
-                    .bearer_auth(key)
-                    .header("if-match", "1")
-                    .json(&revision_body(&format!("order_status_{i}")))
-                    .send()
-                    .await
-                    .unwrap()
-                    .status()
-                    .as_u16()
-            })
+            let definition = valid_definition(&format!("order_status_{i}"));
+            let patch = app.api(&key).revise_capability(id, "1", definition);
+            tokio::spawn(async move { patch.response().await.status().as_u16() })
         })
         .collect::<Vec<_>>();
     let mut statuses = Vec::new();
@@ -387,7 +375,7 @@ async fn concurrent_patches_with_one_if_match_have_one_winner(backend: Backend) 
     }
     statuses.sort();
     assert_eq!(statuses, vec![200, 409, 409, 409, 409, 409, 409, 409]);
-    let (_, detail) = send(&app, "GET", &path, &key, None, None).await;
+    let (_, detail) = app.api(&key).get_capability(id).await;
     assert_eq!(detail["revision"], 2);
     assert_eq!(detail["revisions"].as_array().unwrap().len(), 2);
 }
@@ -518,25 +506,12 @@ async fn parallel_requests_with_one_new_key_import_once(backend: Backend) {
     let key = account_ready(&app, "acme").await;
     let account = app.store.find_account("acme").await.unwrap().unwrap();
     let idem = new_key();
-    let body = json!({"domain": "orders", "capabilities": [valid_definition("one"), valid_definition("two")]});
     let tasks: Vec<_> = (0..8)
         .map(|_| {
-            let (client, url, key, idem, body) = (
-                app.client.clone(),
-                app.url("/v1/capabilities/import"),
-                key.clone(),
-                idem.clone(),
-                body.clone(),
-            );
+            let definitions = vec![valid_definition("one"), valid_definition("two")];
+            let import = app.api(&key).import_capabilities(&idem, definitions);
             tokio::spawn(async move {
-                let r = client
-                    .post(url)
-                    .bearer_auth(key)
-                    .header("idempotency-key", idem)
-                    .json(&body)
-                    .send()
-                    .await
-                    .unwrap();
+                let r = import.response().await;
                 let replayed = r.headers().contains_key("idempotency-replayed");
                 let (status, body) = status_and_json(r).await;
                 (status, replayed, body)
@@ -626,39 +601,20 @@ async fn sigkill_during_imports_leaves_only_whole_imports(backend: Backend) {
     // The server under test is the real binary; set up through its CLI and API.
     let key = cli_account_with_key(&db, "acme").await;
     let mut server = ServerProcess::start(&db, &[("WARDEN_DEV_ALLOW_LOOPBACK", "1")]).await;
-    let client = reqwest::Client::new();
-    let cred = client
-        .put(format!(
-            "{}/v1/capability-credentials/{CREDENTIAL}",
-            server.address
-        ))
-        .bearer_auth(&key)
-        .json(&json!({"auth_type": "bearer", "secret": "endpoint-token-123"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(cred.status(), 201);
+    configure_credential(&server.api(&key)).await;
 
     const PER_IMPORT: usize = 3;
     let writer = {
-        let (client, url, key) = (
-            client.clone(),
-            format!("{}/v1/capabilities/import", server.address),
-            key.clone(),
-        );
+        let api = server.api(&key);
         tokio::spawn(async move {
             let mut acknowledged = 0;
             for batch in 0.. {
                 let defs: Vec<Value> = (0..PER_IMPORT)
                     .map(|i| valid_definition(&format!("b{batch}_c{i}")))
                     .collect();
-                let sent = client
-                    .post(&url)
-                    .bearer_auth(&key)
-                    .header("idempotency-key", format!("batch-{batch}"))
-                    .json(&json!({"domain": "orders", "capabilities": defs}))
-                    .send()
-                    .await;
+                // The server is killed mid-import: a failed send ends the writer.
+                let import = api.import_capabilities(&format!("batch-{batch}"), defs);
+                let sent = import.request().send().await;
                 match sent {
                     Ok(r) if r.status() == 201 => acknowledged += 1,
                     _ => break,
@@ -674,15 +630,8 @@ async fn sigkill_during_imports_leaves_only_whole_imports(backend: Backend) {
     assert!(acknowledged > 0);
 
     let server = ServerProcess::start(&db, &[("WARDEN_DEV_ALLOW_LOOPBACK", "1")]).await;
-    let list: Value = client
-        .get(format!("{}/v1/capabilities", server.address))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (status, list) = server.api(&key).list_capabilities().await;
+    assert_eq!(status, 200, "{list}");
     let mut per_batch = std::collections::BTreeMap::<String, usize>::new();
     for cap in list["capabilities"].as_array().unwrap() {
         let name = cap["name"].as_str().unwrap();

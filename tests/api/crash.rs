@@ -13,42 +13,22 @@ async fn sigkill_during_writes_keeps_every_acknowledged_write(backend: Backend) 
     let db = TestDb::new(backend).await;
     let mut keys = Vec::new();
     for i in 0..WRITERS {
-        let out = warden_command(&db)
-            .args(["admin", "account", "create", &format!("a{i}")])
-            .output()
-            .await
-            .unwrap();
-        assert!(out.status.success());
-        let out = warden_command(&db)
-            .args(["admin", "key", "issue", &format!("a{i}")])
-            .output()
-            .await
-            .unwrap();
-        let issued: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        keys.push(issued["api_key"].as_str().unwrap().to_owned());
+        keys.push(cli_account_with_key(&db, &format!("a{i}")).await);
     }
 
     let mut server = ServerProcess::start(&db, &[]).await;
-    let client = reqwest::Client::new();
     let writers: Vec<_> = keys
         .iter()
-        .cloned()
         .map(|key| {
-            let client = client.clone();
-            let url = format!("{}/v1/agent-policy", server.address);
+            let api = server.api(key);
             // Each writer PUTs "write i" in sequence and remembers the last acknowledged revision.
             tokio::spawn(async move {
                 let mut acked = 0i64;
                 for i in 0.. {
                     let body = json!({"version": 1, "instructions": format!("write {i}")});
-                    match client
-                        .put(&url)
-                        .bearer_auth(&key)
-                        .json(&body)
-                        .timeout(Duration::from_secs(5))
-                        .send()
-                        .await
-                    {
+                    // The server is killed mid-write: a failed send ends the writer.
+                    let request = api.put_policy(&body).request();
+                    match request.timeout(Duration::from_secs(5)).send().await {
                         Ok(r) if r.status().is_success() => {
                             let revision = r
                                 .json::<serde_json::Value>()
@@ -81,22 +61,10 @@ async fn sigkill_during_writes_keeps_every_acknowledged_write(backend: Backend) 
     );
 
     let server = ServerProcess::start(&db, &[]).await;
-    let health = client
-        .get(format!("{}/health", server.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(health.status(), 200);
+    assert_eq!(server.get("/health").await.status(), 200);
     for (key, acked) in keys.iter().zip(acked) {
-        let body: serde_json::Value = client
-            .get(format!("{}/v1/agent-policy", server.address))
-            .bearer_auth(key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (status, body) = server.api(key).get_policy().await;
+        assert_eq!(status, 200, "{body}");
         let revision = body["revision"].as_i64().unwrap();
         // At most the one unacknowledged in-flight write may also have landed.
         assert!(

@@ -29,7 +29,7 @@
 //! replays them (the timing, and so the exact interleaving, still varies).
 
 use crate::helpers::endpoint::*;
-use crate::helpers::fixtures::{CREDENTIAL, new_key, valid_definition};
+use crate::helpers::fixtures::{configure_credential, new_key, valid_definition};
 use crate::helpers::shop::{order_status, prepare_address_change};
 use crate::helpers::*;
 use rand::rngs::StdRng;
@@ -97,7 +97,7 @@ struct Capability {
 #[derive(Debug)]
 struct ImportAttempt {
     key: String,
-    body: Value,
+    definitions: Vec<Value>,
     names: Vec<String>,
     owner: usize,
     round: usize,
@@ -190,9 +190,7 @@ impl Ledger {
 // ------------------------------------------------------------ the workload
 
 struct Round {
-    client: reqwest::Client,
-    address: String,
-    key: String,
+    api: ApiClient,
     ledger: Arc<Mutex<Ledger>>,
     round: usize,
 }
@@ -209,10 +207,6 @@ async fn send(
 }
 
 impl Round {
-    fn url(&self, path: &str) -> String {
-        format!("{}{}", self.address, path)
-    }
-
     /// One writer: random writes until the server stops answering.
     async fn worker(self: Arc<Self>, w: usize, mut rng: StdRng) {
         for seq in 0.. {
@@ -236,14 +230,13 @@ impl Round {
         let names: Vec<String> = (0..n)
             .map(|i| format!("r{}-w{w}-s{seq}-{i}of{n}", self.round))
             .collect();
-        let body = json!({"domain": "orders",
-            "capabilities": names.iter().map(|n| valid_definition(n)).collect::<Vec<_>>()});
+        let definitions: Vec<Value> = names.iter().map(|n| valid_definition(n)).collect();
         let key = new_key();
         let index = {
             let mut ledger = self.ledger.lock().unwrap();
             ledger.imports.push(ImportAttempt {
                 key: key.clone(),
-                body: body.clone(),
+                definitions: definitions.clone(),
                 names: names.clone(),
                 owner: w,
                 round: self.round,
@@ -251,12 +244,7 @@ impl Round {
             });
             ledger.imports.len() - 1
         };
-        let request = self
-            .client
-            .post(self.url("/v1/capabilities/import"))
-            .bearer_auth(&self.key)
-            .header("idempotency-key", &key)
-            .json(&body);
+        let request = self.api.import_capabilities(&key, definitions).request();
         let Some((status, _, text)) = send(request).await else {
             return false;
         };
@@ -334,12 +322,11 @@ impl Round {
             marker: Some(marker),
         };
         self.set_in_flight(&id, &write);
+        let if_match = revision.to_string();
         let request = self
-            .client
-            .patch(self.url(&format!("/v1/capabilities/{id}")))
-            .bearer_auth(&self.key)
-            .header("if-match", revision.to_string())
-            .json(&json!({"domain": "orders", "capability": definition}));
+            .api
+            .revise_capability(&id, &if_match, definition)
+            .request();
         let Some((code, _, text)) = send(request).await else {
             return false;
         };
@@ -366,12 +353,12 @@ impl Round {
             marker: None,
         };
         self.set_in_flight(&id, &write);
-        let request = self
-            .client
-            .post(self.url(&format!("/v1/capabilities/{id}/{verb}")))
-            .bearer_auth(&self.key)
-            .header("if-match", revision.to_string());
-        let Some((code, _, text)) = send(request).await else {
+        let if_match = revision.to_string();
+        let request = match verb {
+            "disable" => self.api.disable_capability(&id, &if_match),
+            _ => self.api.enable_capability(&id, &if_match),
+        };
+        let Some((code, _, text)) = send(request.request()).await else {
             return false;
         };
         assert_eq!(code, 200, "{verb} {id}: {text}");
@@ -388,7 +375,6 @@ impl Round {
     /// Rotates (PUT, any auth type) or revokes (DELETE) the worker's own credential.
     async fn credential(&self, w: usize, seq: usize, rng: &mut StdRng) -> bool {
         let reference = worker_credential(w);
-        let url = self.url(&format!("/v1/capability-credentials/{reference}"));
         let state = if rng.gen_bool(0.25) {
             CredentialState::Revoked
         } else {
@@ -423,7 +409,7 @@ impl Round {
             .or_default()
             .in_flight = Some(state.clone());
         let request = match &state {
-            CredentialState::Revoked => self.client.delete(&url),
+            CredentialState::Revoked => self.api.delete_credential(&reference),
             CredentialState::Configured {
                 auth_type,
                 header,
@@ -433,10 +419,10 @@ impl Round {
                 if let Some(h) = header {
                     body["header_name"] = json!(h);
                 }
-                self.client.put(&url).json(&body)
+                self.api.put_credential(&reference, &body)
             }
         };
-        let Some((code, _, text)) = send(request.bearer_auth(&self.key)).await else {
+        let Some((code, _, text)) = send(request.request()).await else {
             return false;
         };
         let mut ledger = self.ledger.lock().unwrap();
@@ -467,11 +453,8 @@ impl Round {
             ledger.policy.in_flight = Some((revision, instructions.clone()));
             revision
         };
-        let request = self
-            .client
-            .put(self.url("/v1/agent-policy"))
-            .bearer_auth(&self.key)
-            .json(&json!({"version": 1, "instructions": instructions}));
+        let policy = json!({"version": 1, "instructions": instructions});
+        let request = self.api.put_policy(&policy).request();
         let Some((code, _, text)) = send(request).await else {
             return false;
         };
@@ -486,12 +469,9 @@ impl Round {
 
     /// A turn that prepares an address change: an interaction for the host.
     async fn message(&self, w: usize) -> bool {
-        let request = self
-            .client
-            .post(self.url("/v1/channels/http/messages"))
-            .bearer_auth(&self.key)
-            .json(&json!({"user_id": format!("user-{w}"),
-                "message": {"type": "text", "body": "Quiero cambiar la dirección de envío del pedido A-1001"}}));
+        let message = json!({"user_id": format!("user-{w}"),
+            "message": {"type": "text", "body": "Quiero cambiar la dirección de envío del pedido A-1001"}});
+        let request = self.api.send_message(&message).request();
         let Some((code, _, text)) = send(request).await else {
             return false;
         };
@@ -549,13 +529,9 @@ impl Round {
             ledger.results.len() - 1
         };
         let request = self
-            .client
-            .post(self.url(&format!(
-                "/v1/conversations/{conversation}/operation-results"
-            )))
-            .bearer_auth(&self.key)
-            .header("idempotency-key", &key)
-            .json(&body);
+            .api
+            .report_operation_result(&conversation, &key, &body)
+            .request();
         let Some((code, _, text)) = send(request).await else {
             return false;
         };
@@ -593,7 +569,6 @@ fn worker_credential(w: usize) -> String {
 struct Harness {
     db: TestDb,
     store: Store,
-    client: reqwest::Client,
     key: String,
     bystander_key: String,
     ledger: Arc<Mutex<Ledger>>,
@@ -605,16 +580,6 @@ struct Harness {
     setup_names: BTreeSet<String>,
     /// Kill points after which sessions of the dead process were still open.
     rounds_with_orphans: usize,
-}
-
-async fn cli(db: &TestDb, args: &[&str]) -> Value {
-    let out = warden_command(db).args(args).output().await.unwrap();
-    assert!(
-        out.status.success(),
-        "warden {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 async fn start(db: &TestDb) -> ServerProcess {
@@ -658,7 +623,6 @@ impl Harness {
         let endpoint = host_endpoint().await;
         Harness {
             store,
-            client: reqwest::Client::new(),
             key,
             bystander_key,
             ledger: Default::default(),
@@ -675,33 +639,14 @@ impl Harness {
     /// Both accounts get the fixtures' credential; the main one the shop's capabilities.
     async fn set_up(&mut self, server: &ServerProcess) {
         for key in [&self.key, &self.bystander_key] {
-            let response = self
-                .client
-                .put(format!(
-                    "{}/v1/capability-credentials/{CREDENTIAL}",
-                    server.address
-                ))
-                .bearer_auth(key)
-                .json(&json!({"auth_type": "bearer", "secret": "endpoint-token-123"}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(response.status(), 201);
+            configure_credential(&server.api(key)).await;
         }
         let definitions = vec![
             order_status(&self.endpoint_base),
             prepare_address_change(&self.endpoint_base),
         ];
-        let response = self
-            .client
-            .post(format!("{}/v1/capabilities/import", server.address))
-            .bearer_auth(&self.key)
-            .header("idempotency-key", new_key())
-            .json(&json!({"domain": "orders", "capabilities": definitions}))
-            .send()
-            .await
-            .unwrap();
-        let (status, body) = status_and_json(response).await;
+        let api = server.api(&self.key);
+        let (status, body) = api.import_capabilities(&new_key(), definitions).await;
         assert_eq!(status, 201, "{body}");
         self.setup_names = ["order_status", "prepare_address_change"]
             .map(String::from)
@@ -711,9 +656,7 @@ impl Harness {
     /// One kill point: writers run against `server` until it is SIGKILLed.
     async fn round(&mut self, round: usize, mut server: ServerProcess) {
         let shared = Arc::new(Round {
-            client: self.client.clone(),
-            address: server.address.clone(),
-            key: self.key.clone(),
+            api: server.api(&self.key),
             ledger: self.ledger.clone(),
             round,
         });
@@ -1207,18 +1150,18 @@ impl Harness {
         server: &ServerProcess,
         landed: &BTreeSet<String>,
     ) {
-        let url = |path: &str| format!("{}{path}", server.address);
+        let api = server.api(&self.key);
         let (imports, results, touched, policy, conversation) = {
             let ledger = self.ledger.lock().unwrap();
             let recent_or_sampled = |r: usize, rng: &mut StdRng| r == round || rng.gen_bool(0.02);
-            let imports: Vec<(String, Value, String)> = ledger
+            let imports: Vec<(String, Vec<Value>, String)> = ledger
                 .imports
                 .iter()
                 .filter(|i| i.acked.is_some() && recent_or_sampled(i.round, &mut self.rng))
                 .map(|i| {
                     (
                         i.key.clone(),
-                        i.body.clone(),
+                        i.definitions.clone(),
                         i.acked.as_ref().unwrap().0.clone(),
                     )
                 })
@@ -1258,41 +1201,17 @@ impl Harness {
                 conversation,
             )
         };
-        for (key, body, text) in imports {
-            let response = self
-                .client
-                .post(url("/v1/capabilities/import"))
-                .bearer_auth(&self.key)
-                .header("idempotency-key", &key)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
+        for (key, definitions, text) in imports {
+            let response = api.import_capabilities(&key, definitions).response().await;
             assert_replayed(response, 201, &text, &key).await;
         }
         for (conversation, key, body, text) in results {
-            let response = self
-                .client
-                .post(url(&format!(
-                    "/v1/conversations/{conversation}/operation-results"
-                )))
-                .bearer_auth(&self.key)
-                .header("idempotency-key", &key)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
+            let report = api.report_operation_result(&conversation, &key, &body);
+            let response = report.response().await;
             assert_replayed(response, 200, &text, &key).await;
         }
         for (id, revision, status) in touched {
-            let response = self
-                .client
-                .get(url(&format!("/v1/capabilities/{id}")))
-                .bearer_auth(&self.key)
-                .send()
-                .await
-                .unwrap();
-            let (code, body) = status_and_json(response).await;
+            let (code, body) = api.get_capability(&id).await;
             assert_eq!(code, 200, "{id}: {body}");
             assert_eq!(
                 (body["revision"].as_i64(), body["lifecycle_status"].as_str()),
@@ -1307,14 +1226,7 @@ impl Harness {
                 .collect();
             assert_eq!(numbers, (1..=revision).collect::<Vec<_>>(), "{id}: {body}");
         }
-        let response = self
-            .client
-            .get(url("/v1/agent-policy"))
-            .bearer_auth(&self.key)
-            .send()
-            .await
-            .unwrap();
-        let (code, body) = status_and_json(response).await;
+        let (code, body) = api.get_policy().await;
         match policy {
             Some((revision, instructions)) => {
                 assert_eq!(code, 200, "{body}");
@@ -1332,46 +1244,22 @@ impl Harness {
         if let Some(conversation) = conversation {
             let message = json!({"conversation_id": conversation,
                 "message": {"type": "text", "body": "gracias"}});
-            let response = self
-                .client
-                .post(url("/v1/channels/http/messages"))
-                .bearer_auth(&self.key)
-                .json(&message)
-                .send()
-                .await
-                .unwrap();
-            let (code, body) = status_and_json(response).await;
+            let (code, body) = api.send_message(&message).await;
             assert_eq!(
                 code, 200,
                 "a conversation of the killed server goes on: {body}"
             );
         }
         // Another account writes as if nothing happened.
-        let response = self
-            .client
-            .put(url("/v1/agent-policy"))
-            .bearer_auth(&self.bystander_key)
-            .json(&json!({"version": 1, "instructions": format!("Ronda {round}.")}))
-            .send()
-            .await
-            .unwrap();
+        let bystander = server.api(&self.bystander_key);
+        let policy = json!({"version": 1, "instructions": format!("Ronda {round}.")});
+        let (code, body) = bystander.put_policy(&policy).await;
         assert!(
-            response.status().is_success(),
-            "bystander policy: {}",
-            response.status()
+            (200..300).contains(&code),
+            "bystander policy: {code} {body}"
         );
-        let manifest = json!({"domain": "orders",
-            "capabilities": [valid_definition(&format!("bystander-{round}"))]});
-        let response = self
-            .client
-            .post(url("/v1/capabilities/import"))
-            .bearer_auth(&self.bystander_key)
-            .header("idempotency-key", new_key())
-            .json(&manifest)
-            .send()
-            .await
-            .unwrap();
-        let (code, body) = status_and_json(response).await;
+        let manifest = vec![valid_definition(&format!("bystander-{round}"))];
+        let (code, body) = bystander.import_capabilities(&new_key(), manifest).await;
         assert_eq!(code, 201, "bystander import: {body}");
     }
 }

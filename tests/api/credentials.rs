@@ -1,5 +1,5 @@
 use crate::helpers::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use warden::crypto::master_key::{Keyring, MasterKey};
 use warden::domain::credential::{CredentialRef, CredentialSpec};
 use warden::vault;
@@ -226,57 +226,28 @@ async fn master_key_rotation_reseals_every_secret(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_never_reach_the_logs(backend: Backend) {
     let db = TestDb::new(backend).await;
-    for args in [
-        ["admin", "account", "create", "acme"],
-        ["admin", "key", "issue", "acme"],
-    ] {
-        let out = warden_command(&db).args(args).output().await.unwrap();
-        assert!(out.status.success());
-        if args[1] == "key" {
-            let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
-            let server = ServerProcess::start(&db, &[("WARDEN_LOG", "debug")]).await;
-            let client = reqwest::Client::new();
-            let key = issued["api_key"].as_str().unwrap();
-            let url = format!("{}/v1/capability-credentials/cred_logs", server.address);
-            for secret in [SECRET_1, SECRET_2] {
-                let r = client
-                    .put(&url)
-                    .bearer_auth(key)
-                    .json(&json!({"auth_type": "bearer", "secret": secret}))
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(r.status(), 201);
-            }
-            let r = client
-                .put(&url)
-                .bearer_auth(key)
-                .json(&json!({"auth_type": "basic", "secret": "not base64!"}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 400);
-            assert_eq!(
-                client
-                    .delete(&url)
-                    .bearer_auth(key)
-                    .send()
-                    .await
-                    .unwrap()
-                    .status(),
-                200
-            );
-            let logs = server.logs.lock().unwrap().join("\n");
-            assert!(
-                logs.contains("credential configured"),
-                "the log shows what happened"
-            );
-            for secret in [SECRET_1, SECRET_2, "not base64!", key] {
-                assert!(!logs.contains(secret), "a secret reached the log");
-            }
-            assert!(!db.contains(SECRET_1).await && !db.contains(SECRET_2).await);
-        }
+    let key = cli_account_with_key(&db, "acme").await;
+    let server = ServerProcess::start(&db, &[("WARDEN_LOG", "debug")]).await;
+    let api = server.api(&key);
+    for secret in [SECRET_1, SECRET_2] {
+        let secret = json!({"auth_type": "bearer", "secret": secret});
+        let (status, body) = api.put_credential("cred_logs", &secret).await;
+        assert_eq!(status, 201, "{body}");
     }
+    let malformed = json!({"auth_type": "basic", "secret": "not base64!"});
+    let (status, body) = api.put_credential("cred_logs", &malformed).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = api.delete_credential("cred_logs").await;
+    assert_eq!(status, 200, "{body}");
+    let logs = server.logs.lock().unwrap().join("\n");
+    assert!(
+        logs.contains("credential configured"),
+        "the log shows what happened"
+    );
+    for secret in [SECRET_1, SECRET_2, "not base64!", key.as_str()] {
+        assert!(!logs.contains(secret), "a secret reached the log");
+    }
+    assert!(!db.contains(SECRET_1).await && !db.contains(SECRET_2).await);
 }
 
 fn keyring() -> Keyring {

@@ -434,13 +434,10 @@ async fn hung_up_requests_cannot_start_unbounded_outbound_calls() {
     // A's next request is refused at once, with Retry-After, in the flat shape.
     let started = Instant::now();
     let response = app
-        .client
-        .post(app.url(&format!("/v1/capabilities/{id_a}/test")))
-        .bearer_auth(key_a)
-        .json(&json!({"arguments": {"order": "A-1001"}}))
-        .send()
-        .await
-        .unwrap();
+        .api(key_a)
+        .test_capability(id_a, json!({"order": "A-1001"}))
+        .response()
+        .await;
     let refused_in = started.elapsed();
     let retry_after = response.headers().get("retry-after").cloned();
     let (status, refusal) = status_and_json(response).await;
@@ -503,21 +500,11 @@ async fn the_overall_bound_on_work_in_progress_holds_across_accounts() {
     let mut requests = Vec::new();
     for (key, id) in accounts {
         for _ in 0..4 {
-            let (app_client, url, key) = (
-                app.client.clone(),
-                app.url(&format!("/v1/capabilities/{id}/test")),
-                key.clone(),
-            );
+            let test = app
+                .api(&key)
+                .test_capability(&id, json!({"order": "A-1001"}));
             requests.push(tokio::spawn(async move {
-                app_client
-                    .post(url)
-                    .bearer_auth(key)
-                    .json(&json!({"arguments": {"order": "A-1001"}}))
-                    .send()
-                    .await
-                    .unwrap()
-                    .status()
-                    .as_u16()
+                test.response().await.status().as_u16()
             }));
         }
     }

@@ -3,7 +3,6 @@
 
 use crate::helpers::fixtures::*;
 use crate::helpers::*;
-use serde_json::json;
 use std::path::{Path, PathBuf};
 
 fn guest(dir: &str, artifact: &str) -> PathBuf {
@@ -18,27 +17,11 @@ async fn the_example_guest_swapped_in_by_configuration_changes_the_rules() {
     let key = cli_account_with_key(&db, "acme").await;
     let server =
         ServerProcess::start(&db, &[("WARDEN_POLICY_GUEST", path.to_str().unwrap())]).await;
-    let client = reqwest::Client::new();
-    let put = client
-        .put(format!(
-            "{}/v1/capability-credentials/{CREDENTIAL}",
-            server.address
-        ))
-        .bearer_auth(&key)
-        .json(&json!({"auth_type": "bearer", "secret": "endpoint-token-123"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 201);
-    let import = |name: &str, idem: &str| {
-        client
-            .post(format!("{}/v1/capabilities/import", server.address))
-            .bearer_auth(&key)
-            .header("idempotency-key", idem)
-            .json(&json!({"domain": "orders", "capabilities": [valid_definition(name)]}))
-            .send()
-    };
-    let (status, body) = status_and_json(import("order_status", "k1").await.unwrap()).await;
+    let api = server.api(&key);
+    configure_credential(&api).await;
+    let import =
+        |name: &str, idem: &str| api.import_capabilities(idem, vec![valid_definition(name)]);
+    let (status, body) = import("order_status", "k1").await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(
         violation_pairs(&body),
@@ -47,10 +30,8 @@ async fn the_example_guest_swapped_in_by_configuration_changes_the_rules() {
             "name-prefix-required".to_owned()
         )]
     );
-    assert_eq!(
-        import("acme_order_status", "k2").await.unwrap().status(),
-        201
-    );
+    let (status, body) = import("acme_order_status", "k2").await;
+    assert_eq!(status, 201, "{body}");
     let logs = server.logs.lock().unwrap().join("\n");
     assert!(
         logs.contains("prefixed_names_guest.wasm"),

@@ -346,12 +346,7 @@ async fn the_docs_ui_is_off_unless_enabled(backend: Backend) {
     assert_eq!(response.status(), 404, "off by default");
 
     let server = ServerProcess::start(&app.db, &[("WARDEN_DOCS_UI", "true")]).await;
-    let client = reqwest::Client::new();
-    let page = client
-        .get(format!("{}/docs/", server.address))
-        .send()
-        .await
-        .unwrap();
+    let page = server.get("/docs/").await;
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();
     assert!(html.contains("swagger-ui"), "{html}");
@@ -359,11 +354,7 @@ async fn the_docs_ui_is_off_unless_enabled(backend: Backend) {
         !html.contains("src=\"http") && !html.contains("href=\"http"),
         "no asset is fetched from elsewhere: {html}"
     );
-    let config = client
-        .get(format!("{}/docs/swagger-initializer.js", server.address))
-        .send()
-        .await
-        .unwrap();
+    let config = server.get("/docs/swagger-initializer.js").await;
     assert_eq!(config.status(), 200);
     assert!(config.text().await.unwrap().contains("/openapi.json"));
 }

@@ -9,8 +9,8 @@ use warden::agent::planner::{
     CapabilityOffer, EffectivePolicy, HistoryEntry, Offered, Plan, PlanOutcome, PlanRequest,
     PlannerError, ReplyRequest,
 };
-use warden::channel::image::{ImageFormat, InboundImage};
 use warden::domain::message::MessageRole;
+use warden_channel::image::{ImageFormat, InboundImage};
 
 use crate::helpers::fake_inference::{FakeInference, FakeReply};
 

@@ -189,25 +189,22 @@ impl Sweep {
         format!("{}{path}", self.address)
     }
 
-    fn post(&self, path: &str) -> reqwest::RequestBuilder {
-        self.client.post(self.url(path)).bearer_auth(&self.key)
+    /// The running server's typed requests for the account of `key`.
+    fn api(&self, key: &str) -> ApiClient {
+        ApiClient::new(self.client.clone(), &self.address, key)
     }
 
     async fn put_credential(&mut self, reference: &str, body: Value) {
-        let request = self
-            .client
-            .put(self.url(&format!("/v1/capability-credentials/{reference}")))
-            .bearer_auth(&self.key)
-            .json(&body);
-        let (status, body) = self.call(&format!("PUT {reference}"), request).await;
+        let request = self.api(&self.key).put_credential(reference, &body);
+        let (status, body) = self
+            .call(&format!("PUT {reference}"), request.request())
+            .await;
         assert_eq!(status, 201, "{body}");
     }
 
     async fn test_capability(&mut self, id: &str, arguments: Value) -> Value {
-        let request = self
-            .post(&format!("/v1/capabilities/{id}/test"))
-            .json(&json!({"arguments": arguments}));
-        let (status, body) = self.call(&format!("test {id}"), request).await;
+        let request = self.api(&self.key).test_capability(id, arguments);
+        let (status, body) = self.call(&format!("test {id}"), request.request()).await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["status"], "passed", "{body}");
         body
@@ -218,7 +215,7 @@ impl Sweep {
         if let Some(c) = conversation {
             message["conversation_id"] = json!(c);
         }
-        let request = self.post("/v1/channels/http/messages").json(&message);
+        let request = self.api(&self.key).send_message(&message).request();
         let (status, body) = self.call(&format!("message {text:?}"), request).await;
         assert_eq!(status, 200, "{body}");
         body
@@ -227,7 +224,7 @@ impl Sweep {
     async fn say_with_image(&mut self, text: &str, image: Vec<u8>) -> Value {
         let payload = json!({"user_id": "u-sweep", "message": {"type": "text", "body": text}});
         let form = crate::helpers::shop::message_with_image(&payload, image, "image/png");
-        let request = self.post("/v1/channels/http/messages").multipart(form);
+        let request = self.api(&self.key).send_multipart(form).request();
         let (status, body) = self.call("message with an image", request).await;
         assert_eq!(status, 200, "{body}");
         body
@@ -236,13 +233,9 @@ impl Sweep {
     async fn report(&mut self, conversation: &str, interaction: &str, key: &str) -> (u16, Value) {
         let result = json!({"interaction_id": interaction, "operation": "change_address",
             "status": "succeeded"});
-        let request = self
-            .post(&format!(
-                "/v1/conversations/{conversation}/operation-results"
-            ))
-            .header("idempotency-key", key)
-            .json(&result);
-        self.call("operation result", request).await
+        let api = self.api(&self.key);
+        let request = api.report_operation_result(conversation, key, &result);
+        self.call("operation result", request.request()).await
     }
 
     /// Everything stored: the SQLite files' bytes, or every PostgreSQL row as JSON text.
@@ -383,44 +376,34 @@ async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backe
     let basic = STANDARD.encode(&basic_plain);
     let (rotated_old, rotated_new) = (unique("rotated-old-"), unique("rotated-new-"));
     let revoked_secret = unique("revoked-");
-    sweep
-        .put_credential(
+    for (reference, credential) in [
+        (
             "cred_bearer",
             json!({"auth_type": "bearer", "secret": bearer}),
-        )
-        .await;
-    sweep
-        .put_credential(
+        ),
+        (
             "cred_apikey",
             json!({"auth_type": "api_key", "header_name": "x-api-token", "secret": api_key}),
-        )
-        .await;
-    sweep
-        .put_credential("cred_basic", json!({"auth_type": "basic", "secret": basic}))
-        .await;
-    sweep
-        .put_credential(
+        ),
+        ("cred_basic", json!({"auth_type": "basic", "secret": basic})),
+        (
             "cred_rotated",
             json!({"auth_type": "bearer", "secret": rotated_old}),
-        )
-        .await;
-    sweep
-        .put_credential(
+        ),
+        (
             "cred_rotated",
             json!({"auth_type": "bearer", "secret": rotated_new}),
-        )
-        .await;
-    sweep
-        .put_credential(
+        ),
+        (
             "cred_revoked",
             json!({"auth_type": "api_key", "header_name": "x-api-key", "secret": revoked_secret}),
-        )
-        .await;
-    let request = sweep
-        .client
-        .delete(sweep.url("/v1/capability-credentials/cred_revoked"))
-        .bearer_auth(&sweep.key);
-    assert_eq!(sweep.call("DELETE cred_revoked", request).await.0, 200);
+        ),
+    ] {
+        sweep.put_credential(reference, credential).await;
+    }
+    let request = sweep.api(&sweep.key).delete_credential("cred_revoked");
+    let (status, _) = sweep.call("DELETE cred_revoked", request.request()).await;
+    assert_eq!(status, 200);
     for (kind, value) in [
         ("bearer credential", &bearer),
         ("api_key credential", &api_key),
@@ -459,30 +442,31 @@ async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backe
         "cred_rotated",
     );
     rotated_lookup["url"] = json!(format!("{}/rotated/lookup", fake.base));
-    let manifest = json!({"domain": "orders", "capabilities": [
-            with_auth(order_status(&example), "order_status", "bearer", "cred_bearer"),
-            with_auth(prepare_address_change(&example), "prepare_address_change", "bearer", "cred_bearer"),
-            prepare_return, basic_lookup, rotated_lookup]});
-    let import_key = new_key();
-    let (status, imported) = sweep
-        .call(
-            "import",
-            sweep
-                .post("/v1/capabilities/import")
-                .header("idempotency-key", &import_key)
-                .json(&manifest),
-        )
-        .await;
+    let manifest = vec![
+        with_auth(
+            order_status(&example),
+            "order_status",
+            "bearer",
+            "cred_bearer",
+        ),
+        with_auth(
+            prepare_address_change(&example),
+            "prepare_address_change",
+            "bearer",
+            "cred_bearer",
+        ),
+        prepare_return,
+        basic_lookup,
+        rotated_lookup,
+    ];
+    // Sent twice with one idempotency key: the second is the replay.
+    let import = sweep
+        .api(&sweep.key)
+        .import_capabilities(&new_key(), manifest);
+    let import = import.request();
+    let (status, imported) = sweep.call("import", import.try_clone().unwrap()).await;
     assert_eq!(status, 201, "{imported}");
-    let (status, _) = sweep
-        .call(
-            "import replay",
-            sweep
-                .post("/v1/capabilities/import")
-                .header("idempotency-key", &import_key)
-                .json(&manifest),
-        )
-        .await;
+    let (status, _) = sweep.call("import replay", import).await;
     assert_eq!(status, 201);
     let ids: Vec<String> = imported["capabilities"]
         .as_array()
@@ -549,11 +533,8 @@ async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backe
     sweep.say(Some(&conversation), "gracias").await;
     let turn = sweep.say(None, "Quiero devolver el pedido A-2002").await;
     assert_eq!(turn["interaction"]["type"], "selection", "{turn}");
-    let request = sweep
-        .client
-        .put(sweep.url("/v1/agent-policy"))
-        .bearer_auth(&sweep.key)
-        .json(&json!({"version": 1, "instructions": "Responde en español."}));
+    let policy = json!({"version": 1, "instructions": "Responde en español."});
+    let request = sweep.api(&sweep.key).put_policy(&policy).request();
     assert_eq!(sweep.call("PUT policy", request).await.0, 201);
     for path in [
         "/v1/capabilities",
@@ -562,17 +543,14 @@ async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backe
         "/v1/diagnostics/capability-gaps",
         "/.well-known/service/capability-context/v1/jwks.json",
     ] {
-        let request = sweep.client.get(sweep.url(path)).bearer_auth(&sweep.key);
+        let request = sweep.api(&sweep.key).get(path).request();
         assert_eq!(
             sweep.call(&format!("GET {path}"), request).await.0,
             200,
             "{path}"
         );
     }
-    let request = sweep
-        .client
-        .get(sweep.url("/v1/capabilities"))
-        .bearer_auth(&neighbour);
+    let request = sweep.api(&neighbour).list_capabilities().request();
     assert_eq!(
         sweep
             .call("GET /v1/capabilities (neighbour)", request)
@@ -580,10 +558,7 @@ async fn secret_leak_sweep_after_a_workload_touching_every_secret(backend: Backe
             .0,
         200
     );
-    let request = sweep
-        .client
-        .get(sweep.url("/v1/capabilities"))
-        .bearer_auth(&revoked);
+    let request = sweep.api(&revoked).list_capabilities().request();
     assert_eq!(
         sweep
             .call("GET /v1/capabilities (revoked key)", request)

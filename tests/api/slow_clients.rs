@@ -260,18 +260,7 @@ async fn a_slow_request_answers_503_and_its_work_still_completes(backend: Backen
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_waits_a_bounded_time_for_a_stuck_request() {
     let db = TestDb::new(Backend::Sqlite).await;
-    for args in [
-        ["admin", "account", "create", "slow"],
-        ["admin", "key", "issue", "slow"],
-    ] {
-        let out = warden_command(&db).args(args).output().await.unwrap();
-        assert!(out.status.success());
-        if args[1] == "key" {
-            let issued: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            std::fs::write(db.dir().join("key"), issued["api_key"].as_str().unwrap()).unwrap();
-        }
-    }
-    let key = std::fs::read_to_string(db.dir().join("key")).unwrap();
+    let key = cli_account_with_key(&db, "slow").await;
     let server = ServerProcess::start(
         &db,
         &[

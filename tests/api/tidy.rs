@@ -2,6 +2,7 @@
 //! reads the source tree as text and fails, naming the file and line, when a
 //! boundary of ARCHITECTURE.md is crossed.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
@@ -76,7 +77,7 @@ fn outbound_http_stays_in_the_executor_and_the_planner() {
     // signing/ only names reqwest's header types for the signature it adds.
     let allowed = [
         "src/executor/",
-        "src/agent/planner/openai.rs",
+        "src/agent/planner/openai/",
         "src/signing/",
         "src/platform/send_api.rs",
         "src/prompt/challenge.rs",
@@ -196,4 +197,142 @@ fn architecture_md_names_every_source_module() {
         missing.is_empty(),
         "modules ARCHITECTURE.md does not name: {missing:?}"
     );
+}
+
+mod imports;
+
+/// ARCHITECTURE.md's floors: each top-level module of `src/` (`agent` for
+/// everything under `src/agent/`) and the number of its floor, read from
+/// the numbered list under `## Floors` (the backquoted names before the dash).
+fn floors() -> BTreeMap<String, usize> {
+    let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let section = map
+        .split("\n## ")
+        .find(|s| s.starts_with("Floors"))
+        .expect("ARCHITECTURE.md has a `## Floors` section");
+    let mut floors = BTreeMap::new();
+    for line in section.lines() {
+        let Some((number, rest)) = line.split_once(". ") else {
+            continue;
+        };
+        let Ok(floor) = number.parse::<usize>() else {
+            continue;
+        };
+        let names = rest.split(" — ").next().unwrap();
+        for name in names.split('`').skip(1).step_by(2) {
+            let name = name.trim_end_matches('/').trim_end_matches(".rs");
+            let earlier = floors.insert(name.to_owned(), floor);
+            assert!(earlier.is_none(), "`{name}` stands on two floors");
+        }
+    }
+    floors
+}
+
+fn top_module(file: &str) -> &str {
+    file.split('/').next().unwrap().trim_end_matches(".rs")
+}
+
+#[test]
+fn no_module_imports_from_a_floor_above_its_own() {
+    let floors = floors();
+    let src = root().join("src");
+    let unplaced: Vec<String> = rust_files(&src)
+        .iter()
+        .map(|f| f.strip_prefix(&src).unwrap().to_string_lossy().into_owned())
+        .filter(|f| f != "lib.rs" && !floors.contains_key(top_module(f)))
+        .collect();
+    assert!(
+        unplaced.is_empty(),
+        "src/ files whose module ARCHITECTURE.md puts on no floor: {unplaced:?}"
+    );
+    let hits: Vec<String> = imports::imports(&src)
+        .into_iter()
+        .filter_map(|import| {
+            let (from, to) = (top_module(&import.from), top_module(&import.to));
+            let (low, high) = (floors[from], floors[to]);
+            (high > low).then(|| {
+                format!(
+                    "src/{}:{}: `{}` ({from}, floor {low}, imports {to}, floor {high})",
+                    import.from, import.line, import.path
+                )
+            })
+        })
+        .collect();
+    assert!(
+        hits.is_empty(),
+        "imports from a floor above (ARCHITECTURE.md, Floors):\n{}",
+        hits.join("\n")
+    );
+}
+
+#[test]
+fn no_import_circle_between_files_of_src() {
+    let imports = imports::imports(&root().join("src"));
+    let mut circles = Vec::new();
+    for files in strongly_connected(&imports) {
+        let edges: Vec<String> = imports
+            .iter()
+            .filter(|i| files.contains(&i.from) && files.contains(&i.to))
+            .map(|i| format!("  src/{}:{}: `{}` -> src/{}", i.from, i.line, i.path, i.to))
+            .collect();
+        circles.push(format!("{files:?}\n{}", edges.join("\n")));
+    }
+    assert!(
+        circles.is_empty(),
+        "import circles between files of src/ (move the shared piece to one side):\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The groups of two or more files that import each other, directly or
+/// through others (Tarjan's strongly connected components).
+fn strongly_connected(imports: &[imports::Import]) -> Vec<BTreeSet<String>> {
+    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for import in imports {
+        next.entry(&import.from).or_default().push(&import.to);
+        next.entry(&import.to).or_default();
+    }
+    struct Walk<'a> {
+        next: &'a BTreeMap<&'a str, Vec<&'a str>>,
+        index: BTreeMap<&'a str, (usize, usize)>,
+        stack: Vec<&'a str>,
+        found: Vec<BTreeSet<String>>,
+    }
+    fn visit<'a>(walk: &mut Walk<'a>, file: &'a str) {
+        let n = walk.index.len();
+        walk.index.insert(file, (n, n));
+        walk.stack.push(file);
+        for &to in &walk.next[file] {
+            let low = match walk.index.get(to) {
+                None => {
+                    visit(walk, to);
+                    walk.index[to].1
+                }
+                Some(&(index, _)) if walk.stack.contains(&to) => index,
+                Some(_) => continue,
+            };
+            let entry = walk.index.get_mut(file).unwrap();
+            entry.1 = entry.1.min(low);
+        }
+        let (index, low) = walk.index[file];
+        if index == low {
+            let at = walk.stack.iter().rposition(|f| *f == file).unwrap();
+            let group: BTreeSet<String> = walk.stack.drain(at..).map(str::to_owned).collect();
+            if group.len() > 1 {
+                walk.found.push(group);
+            }
+        }
+    }
+    let mut walk = Walk {
+        next: &next,
+        index: BTreeMap::new(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for &file in next.keys() {
+        if !walk.index.contains_key(file) {
+            visit(&mut walk, file);
+        }
+    }
+    walk.found
 }

@@ -20,7 +20,7 @@ use crate::agent::verdicts::PatternMatches;
 use crate::domain::message::MessageRole;
 use crate::domain::policy::AgentPolicy;
 
-use crate::channel::image::InboundImage;
+use warden_channel::image::InboundImage;
 
 /// A capability as a planner sees it: no id, no URL, no credential, no
 /// revision (contract 1, rule 5). `name` is the tool name. The engine keeps

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use super::ask::{Question, ask};
 use super::context::{Context, Loaded, NOT_JUDGED, Target, Waiting, judge};
 use super::outcome::Outcome;
 use super::{Engine, TurnError, fill};
@@ -16,7 +17,8 @@ use crate::agent::language::{Said, lexicon, texts};
 use crate::agent::pending::PendingOperation;
 use crate::agent::planner::{CapabilityOffer, Plan};
 use crate::agent::response::ArgumentCategory;
-use crate::agent::trace::{Reason, SelectionReason, Trace};
+use crate::agent::response::{Reason, SelectionReason};
+use crate::agent::trace::Trace;
 use crate::domain::diagnostics::{GapKind, GapReason};
 use crate::store::conversations::PendingChange;
 
@@ -123,13 +125,13 @@ fn rule_03_proposal_refused(
     }
     let mut options = vec![proposed];
     options.extend(waiting.operation.alternatives.iter().cloned());
-    Some(fill::ask(
+    Some(ask(
         engine,
         cx,
         &waiting.target,
         waiting.operation.arguments.clone(),
         missing,
-        fill::Question::WhichOf(options),
+        Question::WhichOf(options),
     ))
 }
 

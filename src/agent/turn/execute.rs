@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use super::ask::{Question, ask};
 use super::context::{Context, Target};
-use super::fill::{self, Question};
 use super::interaction;
 use super::outcome::{Observation, Outcome};
 use super::{Engine, TurnError};
@@ -18,7 +18,8 @@ use crate::agent::language::texts;
 use crate::agent::planner::ReplyRequest;
 use crate::agent::references;
 use crate::agent::response::{ArgumentCategory, FixtureResult};
-use crate::agent::trace::{ExecutionReason, Reason, Trace};
+use crate::agent::response::{ExecutionReason, Reason};
+use crate::agent::trace::Trace;
 use crate::domain::diagnostics::{GapKind, GapReason};
 use crate::executor::{Call, CallFailure, CallResult};
 use crate::store::conversations::PendingChange;
@@ -136,7 +137,7 @@ pub(super) async fn call(
             match bad {
                 Some(property) => {
                     args.remove(property.name);
-                    fill::ask(
+                    ask(
                         engine,
                         cx,
                         target,

@@ -1,17 +1,19 @@
 //! Rules 9 and 10: a preparation's result as the contract's closed
 //! interaction object (2.3), typed. The guest shapes the host's result
 //! into its public part and its opaque references; here they become a
-//! [`Confirmation`] or a [`Selection`] for the response, the only place the
+//! `response::Confirmation` or `response::Selection`, the only place the
 //! references go (never stored, logged, put in history or sent to a model).
 //! A guest's output that does not fit (a custom guest answering options
 //! that are not objects, say) is refused, located, as a failed call.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::outcome::Outcome;
+use super::outcome::{IssuedInteraction, Outcome};
 use crate::agent::language::{Language, texts};
-use crate::agent::trace::Reason;
+use crate::agent::response::{
+    Confirmation, Interaction, InteractionOption, Preview, Reason, Selection,
+};
 use crate::clock::{now_millis, to_rfc3339};
 use crate::domain::diagnostics::{GapKind, GapReason};
 use crate::domain::interaction::InteractionType;
@@ -21,95 +23,12 @@ use crate::store::conversations::PendingChange;
 /// Interactions never outlive this, whatever the host's `expires_at`.
 pub const MAX_INTERACTION_MILLIS: i64 = 24 * 60 * 60 * 1000;
 
-/// The interaction object of a message response (2.3): route by `owner`
-/// (`host`) and `type`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(untagged)]
-pub enum Interaction {
-    Confirmation(Confirmation),
-    Selection(Selection),
-}
-
-/// `confirm_operation`: one prepared operation for the user to confirm in
-/// the host's application. Fields in alphabetical order, as always written.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Confirmation {
-    #[schema(format = DateTime)]
-    pub expires_at: String,
-    pub interaction_id: String,
-    pub operation: String,
-    /// Opaque; stays in the host flow.
-    pub operation_ref: String,
-    /// `host`.
-    #[schema(value_type = String, pattern = "^host$")]
-    pub owner: &'static str,
-    /// What the user confirms.
-    pub preview: Preview,
-    /// `confirm_operation`.
-    #[serde(rename = "type")]
-    #[schema(value_type = String, pattern = "^confirm_operation$")]
-    pub kind: InteractionType,
-}
-
-/// `selection`: several prepared operations for the user to choose from.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Selection {
-    #[schema(format = DateTime)]
-    pub expires_at: String,
-    pub interaction_id: String,
-    pub operation: String,
-    pub options: Vec<InteractionOption>,
-    /// `host`.
-    #[schema(value_type = String, pattern = "^host$")]
-    pub owner: &'static str,
-    /// Opaque; stays in the host flow.
-    pub selection_ref: String,
-    pub title: String,
-    /// `selection`.
-    #[serde(rename = "type")]
-    #[schema(value_type = String, pattern = "^selection$")]
-    pub kind: InteractionType,
-}
-
-#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Preview {
-    pub fields: Vec<PreviewField>,
-    pub title: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PreviewField {
-    pub label: String,
-    pub value: String,
-}
-
-/// One choice of a selection, with its opaque `option_ref`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct InteractionOption {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    pub label: String,
-    pub option_ref: String,
-}
-
 /// An option as the guest's public part holds it (its ref comes apart).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PublicOption {
     label: String,
     description: Option<String>,
-}
-
-/// An interaction this turn issues: the response object (the only place
-/// its opaque refs go) and what is stored of it.
-pub(super) struct IssuedInteraction {
-    pub response: Interaction,
-    pub id: String,
-    pub kind: InteractionType,
-    pub operation: String,
-    pub expires_at: i64,
 }
 
 /// Why the guest's interaction cannot be given to the host: where, and what.

@@ -9,7 +9,8 @@
 //!    capability and the property it waits for, each capability's input
 //!    properties, the guest's pattern verdicts;
 //! 2. `decide`: the runtime rules, one function per rule family, reading
-//!    only the context; `fill` completes a call's arguments or asks;
+//!    only the context; `fill` completes a call's arguments, `ask` asks
+//!    for what it cannot and keeps the operation pending;
 //!    `execute` makes the one call and writes the reply; `interaction`
 //!    builds the host's confirmation or selection as typed objects;
 //! 3. `commit`: the turn's messages, interaction, references and pending
@@ -31,6 +32,7 @@
 //! | 12 pending operations, `cancelar` | `decide::rule_12_*`, `pending` |
 //! | 13 exclusion clause | `decide::rule_13_exclusion`, first, no executor I/O |
 
+mod ask;
 mod commit;
 mod context;
 mod decide;
@@ -53,10 +55,7 @@ use crate::executor::Executor;
 use crate::store::{Store, StoreError};
 
 pub use context::HISTORY_MESSAGES;
-pub use interaction::{
-    Confirmation, Interaction, InteractionOption, MAX_INTERACTION_MILLIS, Preview, PreviewField,
-    Selection,
-};
+pub use interaction::MAX_INTERACTION_MILLIS;
 
 /// Metadata key that asks for a `benchmark_observation` (its value is the
 /// correlation id).

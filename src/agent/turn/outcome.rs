@@ -2,10 +2,9 @@
 //! interaction to issue, the references and pending change to store, a gap
 //! event to record, and what the benchmark observation reports.
 
-use super::interaction::IssuedInteraction;
-use crate::agent::response::{ArgumentCategory, FixtureResult};
-use crate::agent::trace::Reason;
+use crate::agent::response::{ArgumentCategory, FixtureResult, Interaction, Reason};
 use crate::domain::diagnostics::{GapKind, GapReason};
+use crate::domain::interaction::InteractionType;
 use crate::store::conversations::{PendingChange, StoredReference};
 
 pub(super) struct Outcome {
@@ -19,6 +18,16 @@ pub(super) struct Outcome {
     pub observation: Observation,
     /// The capability this turn called (its name), if one was called.
     pub called: Option<String>,
+}
+
+/// An interaction this turn issues: the response object (the only place
+/// its opaque refs go) and what is stored of it.
+pub(super) struct IssuedInteraction {
+    pub response: Interaction,
+    pub id: String,
+    pub kind: InteractionType,
+    pub operation: String,
+    pub expires_at: i64,
 }
 
 /// A diagnostics gap event this turn records.

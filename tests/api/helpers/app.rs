@@ -1,15 +1,22 @@
 //! The server under test, in-process on port 0, and its typed requests.
 
-use super::fixtures::new_key;
-use super::{Backend, MASTER_KEY, TestDb, admin, guest_cache_dir, status_and_json};
-use reqwest::Method;
-use serde_json::{Value, json};
+use super::client::ApiClient;
+use super::{Backend, MASTER_KEY, TestDb, admin, guest_cache_dir};
+use serde_json::Value;
 use tokio::sync::oneshot;
 use warden::cli::{
     AccountCommand, AdminCommand, KeyCommand, MasterKeyArgs, PlannerArgs, ServeArgs,
 };
 use warden::startup::Application;
 use warden::store::Store;
+
+/// What every test server shares: port 0, the run's compiled-guest cache,
+/// loopback endpoints allowed (the tests' fakes listen on 127.0.0.1).
+fn serve_args() -> ServeArgs {
+    ServeArgs::local()
+        .with_guest_cache(guest_cache_dir())
+        .with_loopback_endpoints(true)
+}
 
 /// The server, running in-process on a random port.
 pub struct TestApp {
@@ -28,23 +35,14 @@ impl TestApp {
 
     /// A server as deployed: the loopback development switch is off.
     pub async fn spawn_strict(backend: Backend) -> Self {
-        Self::spawn_with(TestDb::new(backend).await, false).await
+        let serve = serve_args().with_loopback_endpoints(false);
+        Self::serve(TestDb::new(backend).await, serve).await
     }
 
     /// A server with the loopback development switch on, so capabilities can
     /// call endpoints the test runs on 127.0.0.1.
     pub async fn spawn_on(db: TestDb) -> Self {
-        Self::spawn_with(db, true).await
-    }
-
-    async fn spawn_with(db: TestDb, dev_allow_loopback: bool) -> Self {
-        Self::spawn_configured(
-            db,
-            dev_allow_loopback,
-            Default::default(),
-            Default::default(),
-        )
-        .await
+        Self::serve(db, serve_args()).await
     }
 
     /// A second server on this one's database: another replica.
@@ -54,51 +52,26 @@ impl TestApp {
 
     /// A loopback-enabled server with these client limits.
     pub async fn spawn_with_limits(backend: Backend, limits: warden::cli::ClientLimits) -> Self {
-        Self::spawn_configured(TestDb::new(backend).await, true, Default::default(), limits).await
+        let serve = serve_args().with_limits(limits);
+        Self::serve(TestDb::new(backend).await, serve).await
     }
 
     /// A loopback-enabled server whose planner is configured by `planner`
     /// (an OpenAI-compatible backend, typically the test's fake).
     pub async fn spawn_with_planner(backend: Backend, planner: PlannerArgs) -> Self {
-        Self::spawn_configured(
-            TestDb::new(backend).await,
-            true,
-            planner,
-            Default::default(),
-        )
-        .await
+        let serve = serve_args().with_planner(planner);
+        Self::serve(TestDb::new(backend).await, serve).await
+    }
+
+    /// A loopback-enabled server whose policy guest is the component at `guest`.
+    pub async fn spawn_with_guest(backend: Backend, guest: std::path::PathBuf) -> Self {
+        let serve = serve_args().with_policy_guest(guest);
+        Self::serve(TestDb::new(backend).await, serve).await
     }
 
     /// A loopback-enabled server with the messaging-platform channel configured.
     pub async fn spawn_with_platform(db: TestDb, platform: warden::cli::PlatformArgs) -> Self {
-        Self::spawn_full(db, true, Default::default(), Default::default(), platform).await
-    }
-
-    async fn spawn_configured(
-        db: TestDb,
-        dev_allow_loopback: bool,
-        planner: PlannerArgs,
-        limits: warden::cli::ClientLimits,
-    ) -> Self {
-        Self::spawn_full(db, dev_allow_loopback, planner, limits, Default::default()).await
-    }
-
-    async fn spawn_full(
-        db: TestDb,
-        dev_allow_loopback: bool,
-        planner: PlannerArgs,
-        limits: warden::cli::ClientLimits,
-        platform: warden::cli::PlatformArgs,
-    ) -> Self {
-        Self::spawn_serving(
-            db,
-            dev_allow_loopback,
-            planner,
-            limits,
-            platform,
-            Default::default(),
-        )
-        .await
+        Self::serve(db, serve_args().with_platform(platform)).await
     }
 
     /// A loopback-enabled server with prompt integrations' verifier
@@ -108,73 +81,11 @@ impl TestApp {
         planner: PlannerArgs,
         prompt: warden::cli::PromptArgs,
     ) -> Self {
-        Self::spawn_serving(
-            db,
-            true,
-            planner,
-            Default::default(),
-            Default::default(),
-            prompt,
-        )
-        .await
+        let serve = serve_args().with_planner(planner).with_prompt(prompt);
+        Self::serve(db, serve).await
     }
 
-    /// A loopback-enabled server whose policy guest is the component at `guest`.
-    pub async fn spawn_with_guest(backend: Backend, guest: std::path::PathBuf) -> Self {
-        Self::spawn_serving_guest(
-            TestDb::new(backend).await,
-            Some(guest),
-            true,
-            Default::default(),
-            Default::default(),
-            Default::default(),
-            Default::default(),
-        )
-        .await
-    }
-
-    async fn spawn_serving(
-        db: TestDb,
-        dev_allow_loopback: bool,
-        planner: PlannerArgs,
-        limits: warden::cli::ClientLimits,
-        platform: warden::cli::PlatformArgs,
-        prompt: warden::cli::PromptArgs,
-    ) -> Self {
-        Self::spawn_serving_guest(
-            db,
-            None,
-            dev_allow_loopback,
-            planner,
-            limits,
-            platform,
-            prompt,
-        )
-        .await
-    }
-
-    async fn spawn_serving_guest(
-        db: TestDb,
-        policy_guest: Option<std::path::PathBuf>,
-        dev_allow_loopback: bool,
-        planner: PlannerArgs,
-        limits: warden::cli::ClientLimits,
-        platform: warden::cli::PlatformArgs,
-        prompt: warden::cli::PromptArgs,
-    ) -> Self {
-        let serve = ServeArgs {
-            docs_ui: false,
-            listen: "127.0.0.1:0".parse().unwrap(),
-            sandbox: warden::cli::SandboxArgs {
-                policy_guest,
-                guest_cache_dir: Some(guest_cache_dir()),
-                dev_allow_loopback,
-            },
-            planner,
-            limits,
-            platform,
-            prompt,
-        };
+    async fn serve(db: TestDb, serve: ServeArgs) -> Self {
         let keys = MasterKeyArgs {
             master_key: Some(MASTER_KEY.into()),
             ..Default::default()
@@ -239,59 +150,52 @@ impl TestApp {
     }
 }
 
-/// Typed requests, each with an API key as the bearer. They return the
-/// status and JSON body, or the response itself where a test reads its
-/// headers or raw body.
+/// Typed requests, each with an API key as the bearer (written once, in
+/// `ApiClient`). They return the status and JSON body, or the response
+/// itself where a test reads its headers or raw body.
 impl TestApp {
-    fn request(&self, method: Method, path: &str, key: &str) -> reqwest::RequestBuilder {
-        self.client.request(method, self.url(path)).bearer_auth(key)
+    /// This server's typed requests for the account of `key`.
+    pub fn api(&self, key: &str) -> ApiClient {
+        ApiClient::new(self.client.clone(), &self.address, key)
     }
 
     pub async fn get_policy(&self, key: &str) -> (u16, Value) {
-        answer(self.request(Method::GET, "/v1/agent-policy", key)).await
+        self.api(key).get_policy().await
     }
 
     pub async fn put_policy(&self, key: &str, policy: &Value) -> (u16, Value) {
-        let request = self.request(Method::PUT, "/v1/agent-policy", key);
-        answer(request.json(policy)).await
+        self.api(key).put_policy(policy).await
     }
 
     pub async fn delete_policy(&self, key: &str) -> reqwest::Response {
-        let request = self.request(Method::DELETE, "/v1/agent-policy", key);
-        request.send().await.unwrap()
+        self.api(key).delete_policy().response().await
     }
 
     pub async fn get_settings(&self, key: &str) -> (u16, Value) {
-        answer(self.request(Method::GET, "/v1/diagnostics/settings", key)).await
+        self.api(key).get_settings().await
     }
 
     pub async fn put_settings(&self, key: &str, settings: &Value) -> (u16, Value) {
-        let request = self.request(Method::PUT, "/v1/diagnostics/settings", key);
-        answer(request.json(settings)).await
+        self.api(key).put_settings(settings).await
     }
 
     /// The capability-gap report; `query` is empty or starts with `?`.
     pub async fn get_capability_gaps(&self, key: &str, query: &str) -> (u16, Value) {
-        let path = format!("/v1/diagnostics/capability-gaps{query}");
-        answer(self.request(Method::GET, &path, key)).await
+        self.api(key).get_capability_gaps(query).await
     }
 
     pub async fn put_credential(&self, key: &str, reference: &str, body: &Value) -> (u16, Value) {
-        let path = format!("/v1/capability-credentials/{reference}");
-        answer(self.request(Method::PUT, &path, key).json(body)).await
+        self.api(key).put_credential(reference, body).await
     }
 
     pub async fn delete_credential(&self, key: &str, reference: &str) -> (u16, Value) {
-        let path = format!("/v1/capability-credentials/{reference}");
-        answer(self.request(Method::DELETE, &path, key)).await
+        self.api(key).delete_credential(reference).await
     }
 
     /// Publishes one capability in the `orders` domain, under a fresh
     /// idempotency key.
     pub async fn create_capability(&self, key: &str, definition: Value) -> (u16, Value) {
-        let request = self.request(Method::POST, "/v1/capabilities", key);
-        let body = json!({"domain": "orders", "capability": definition});
-        answer(request.header("idempotency-key", new_key()).json(&body)).await
+        self.api(key).create_capability(definition).await
     }
 
     /// Imports a manifest of capabilities in the `orders` domain.
@@ -301,41 +205,30 @@ impl TestApp {
         idempotency_key: &str,
         definitions: Vec<Value>,
     ) -> reqwest::Response {
-        let request = self.request(Method::POST, "/v1/capabilities/import", key);
-        let body = json!({"domain": "orders", "capabilities": definitions});
-        let request = request.header("idempotency-key", idempotency_key);
-        request.json(&body).send().await.unwrap()
+        let api = self.api(key);
+        api.import_capabilities(idempotency_key, definitions)
+            .response()
+            .await
     }
 
     pub async fn disable_capability(&self, key: &str, id: &str, if_match: &str) -> (u16, Value) {
-        let path = format!("/v1/capabilities/{id}/disable");
-        let request = self.request(Method::POST, &path, key);
-        answer(request.header("if-match", if_match)).await
+        self.api(key).disable_capability(id, if_match).await
     }
 
     /// A contract test of a capability with these arguments.
     pub async fn test_capability(&self, key: &str, id: &str, arguments: Value) -> (u16, Value) {
-        let path = format!("/v1/capabilities/{id}/test");
-        let body = json!({"arguments": arguments});
-        answer(self.request(Method::POST, &path, key).json(&body)).await
+        self.api(key).test_capability(id, arguments).await
     }
 
     /// A message on the HTTP channel, as JSON.
     pub async fn send_message(&self, key: &str, body: &Value) -> (u16, Value) {
-        let request = self.request(Method::POST, "/v1/channels/http/messages", key);
-        answer(request.json(body)).await
+        self.api(key).send_message(body).await
     }
 
     /// A message on the HTTP channel, as multipart (`payload`, `image`).
     pub async fn send_multipart(&self, key: &str, form: reqwest::multipart::Form) -> (u16, Value) {
-        let request = self.request(Method::POST, "/v1/channels/http/messages", key);
-        answer(request.multipart(form)).await
+        self.api(key).send_multipart(form).await
     }
-}
-
-/// Sends the request: its status and JSON body.
-async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
-    status_and_json(request.send().await.unwrap()).await
 }
 
 impl Drop for TestApp {

@@ -17,10 +17,16 @@ pub fn valid_definition(name: &str) -> Value {
 /// An account with a key and the fixtures' credential configured.
 pub async fn account_ready(app: &TestApp, name: &str) -> String {
     let key = app.account_with_key(name).await;
-    let secret = json!({"auth_type": "bearer", "secret": "endpoint-token-123"});
-    let (status, _) = app.put_credential(&key, CREDENTIAL, &secret).await;
-    assert_eq!(status, 201);
+    configure_credential(&app.api(&key)).await;
     key
+}
+
+/// Configures the fixtures' credential (`cred_orders`, a bearer token) for
+/// the account of `api`.
+pub async fn configure_credential(api: &ApiClient) {
+    let secret = json!({"auth_type": "bearer", "secret": "endpoint-token-123"});
+    let (status, body) = api.put_credential(CREDENTIAL, &secret).await;
+    assert_eq!(status, 201, "{body}");
 }
 
 pub fn new_key() -> String {

@@ -1,10 +1,11 @@
 //! Test fixtures: fresh databases (`db`), an in-process server on port 0
-//! and its typed requests (`app`), the real binary as a child process
-//! (`process`), fakes for host endpoints and the inference backend, the
-//! capability fixtures and a small shop; and the template that runs a test
-//! on both backends.
+//! (`app`), the real binary as a child process (`process`), the typed
+//! requests both answer (`client`), fakes for host endpoints and the
+//! inference backend, the capability fixtures and a small shop; and the
+//! template that runs a test on both backends.
 
 mod app;
+mod client;
 mod db;
 pub mod endpoint;
 pub mod fake_inference;
@@ -15,8 +16,9 @@ mod process;
 pub mod shop;
 
 pub use app::TestApp;
+pub use client::ApiClient;
 pub use db::TestDb;
-pub use process::{ServerProcess, cli_account_with_key, warden_command};
+pub use process::{ServerProcess, cli, cli_account_with_key, warden_command};
 pub use rstest::rstest;
 pub use rstest_reuse::apply;
 use rstest_reuse::template;

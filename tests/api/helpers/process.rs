@@ -1,5 +1,6 @@
 //! The real `warden` binary as a child process.
 
+use super::client::ApiClient;
 use super::{ENVIRONMENT, MASTER_KEY, TestDb, guest_cache_dir};
 use serde_json::Value;
 use std::process::Stdio;
@@ -11,6 +12,7 @@ pub struct ServerProcess {
     pub address: String,
     /// Every log line the server has written so far.
     pub logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    http: reqwest::Client,
 }
 
 impl ServerProcess {
@@ -60,7 +62,19 @@ impl ServerProcess {
             child,
             address: format!("http://{address}"),
             logs,
+            http: reqwest::Client::new(),
         }
+    }
+
+    /// This server's typed requests for the account of `key`.
+    pub fn api(&self, key: &str) -> ApiClient {
+        ApiClient::new(self.http.clone(), &self.address, key)
+    }
+
+    /// An unauthenticated GET of `path` (health, the docs UI), answered.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        let url = format!("{}{path}", self.address);
+        self.http.get(url).send().await.unwrap()
     }
 }
 
@@ -79,30 +93,23 @@ pub fn warden_command(db: &TestDb) -> tokio::process::Command {
     command
 }
 
+/// Runs the real binary's `warden ARGS` on the test database and returns
+/// the JSON it prints; fails the test if the command fails.
+pub async fn cli(db: &TestDb, args: &[&str]) -> Value {
+    let out = warden_command(db).args(args).output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "warden {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Creates `account` and issues it an API key through the real binary's
 /// CLI (for tests whose server is the binary itself); returns the key.
 pub async fn cli_account_with_key(db: &TestDb, account: &str) -> String {
-    let created = warden_command(db)
-        .args(["admin", "account", "create", account])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        created.status.success(),
-        "{}",
-        String::from_utf8_lossy(&created.stderr)
-    );
-    let issued = warden_command(db)
-        .args(["admin", "key", "issue", account])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        issued.status.success(),
-        "{}",
-        String::from_utf8_lossy(&issued.stderr)
-    );
-    serde_json::from_slice::<serde_json::Value>(&issued.stdout).unwrap()["api_key"]
+    cli(db, &["admin", "account", "create", account]).await;
+    cli(db, &["admin", "key", "issue", account]).await["api_key"]
         .as_str()
         .unwrap()
         .to_owned()

@@ -20,8 +20,8 @@ use super::{
     CapabilityOffer, EffectivePolicy, HistoryEntry, Offered, Plan, PlanOutcome, PlanRequest,
     PlannerError, ReplyRequest,
 };
-use crate::channel::image::InboundImage;
 use crate::domain::message::MessageRole;
+use warden_channel::image::InboundImage;
 
 /// HTTP calls per `plan` or `reply`: the first and at most one retry.
 const MAX_ATTEMPTS: u32 = 2;

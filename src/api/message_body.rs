@@ -1,5 +1,7 @@
-//! The message request extractor: a JSON body or multipart/form-data, parsed
-//! by `warden_channel::inbound` (the same functions `fuzz/` exercises).
+//! The message request extractor (contract 2.1, 4.2): a JSON body or
+//! multipart/form-data, parsed and bounded by crate `warden-channel`
+//! (`channel/` at the root, the same functions `fuzz/` exercises); this
+//! module adds only the axum side and maps its errors to the contract's.
 
 use axum::extract::{FromRequest, Request};
 use axum::http::header;
@@ -7,10 +9,10 @@ use axum::{Error as AxumError, RequestExt};
 use http_body_util::LengthLimitError;
 
 use warden_channel::InboundError;
-pub use warden_channel::inbound::*;
+use warden_channel::inbound::{InboundMessage, MAX_MULTIPART_BYTES, MAX_PAYLOAD_BYTES};
 
-use crate::api::error::ApiError;
-use crate::api::json_body::JsonBody;
+use super::error::ApiError;
+use super::json_body::JsonBody;
 
 /// A parsed message, extracted from a request.
 pub struct Inbound(pub InboundMessage);
