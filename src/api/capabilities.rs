@@ -158,6 +158,18 @@ pub struct RevisionEntry {
     revision: i64,
 }
 
+/// The `capabilityId` path parameter (2.7), declared once for every route
+/// that takes one; its pattern is checked by the handler (a malformed id is
+/// 404, as for an absent capability).
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct CapabilityPath {
+    /// The capability id
+    #[serde(rename = "capabilityId")]
+    #[param(pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80)]
+    pub capability_id: String,
+}
+
 #[utoipa::path(
     post,
     path = "/v1/capabilities",
@@ -172,7 +184,6 @@ pub struct RevisionEntry {
     responses(
         (status = 201, description = "Published (or the replay of an earlier request with the same key)", body = CapabilityRecord, headers(("Idempotency-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key"))),
         (status = 400, description = "Invalid body or definition (every violation listed), or a missing or malformed Idempotency-Key", body = FlatError),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 409, description = "The key was used with another request (IDEMPOTENCY_KEY_REUSED), is in flight, or the name was taken meanwhile", body = FlatError),
     )
 )]
@@ -199,7 +210,6 @@ pub async fn create_capability(
     responses(
         (status = 201, description = "All published (or the replay of an earlier import with the same key)", body = ImportResponse, headers(("Idempotency-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key"))),
         (status = 400, description = "Invalid body or definitions (every violation listed), or a missing or malformed Idempotency-Key", body = FlatError),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 409, description = "The key was used with another request (IDEMPOTENCY_KEY_REUSED), is in flight, or a name was taken meanwhile", body = FlatError),
     )
 )]
@@ -394,7 +404,6 @@ async fn check_definitions(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Oldest first", body = CapabilityList),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
     )
 )]
 pub async fn list_capabilities(
@@ -434,18 +443,19 @@ pub(super) async fn owned(
     summary = "Definition, revision history and latest contract tests",
     security(("bearer" = [])),
     params(
-        ("capabilityId" = String, Path, description = "The capability id", pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80),
+        CapabilityPath,
     ),
     responses(
         (status = 200, description = "The capability", body = CapabilityDetail),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 404, description = "No such capability for this key", body = FlatError),
     )
 )]
 pub async fn get_capability(
     State(app): State<AppState>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    Path(CapabilityPath {
+        capability_id: raw_id,
+    }): Path<CapabilityPath>,
 ) -> Result<Json<CapabilityDetail>, ApiError> {
     let id = parse_id(&raw_id)?;
     let row = owned(&app, &caller.account, &id).await?;
@@ -539,14 +549,13 @@ fn guarded_failure(err: GuardedWriteError) -> ApiError {
     summary = "Replace the definition (state preserved)",
     security(("bearer" = [])),
     params(
-        ("capabilityId" = String, Path, description = "The capability id", pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80),
+        CapabilityPath,
         ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
     ),
     request_body(content = CapabilityRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The new revision", body = CapabilityRecord),
         (status = 400, description = "Invalid body or definition, or a missing or malformed If-Match", body = FlatError),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 404, description = "No such capability for this key", body = FlatError),
         (status = 409, description = "If-Match is not the current revision, or the name is taken", body = FlatError),
     )
@@ -554,7 +563,9 @@ fn guarded_failure(err: GuardedWriteError) -> ApiError {
 pub async fn revise_capability(
     State(app): State<AppState>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    Path(CapabilityPath {
+        capability_id: raw_id,
+    }): Path<CapabilityPath>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<MAX_CREATE_BODY_BYTES>,
 ) -> Result<Json<CapabilityRecord>, ApiError> {
@@ -590,12 +601,11 @@ pub async fn revise_capability(
     summary = "Re-enable a disabled capability (credential rechecked)",
     security(("bearer" = [])),
     params(
-        ("capabilityId" = String, Path, description = "The capability id", pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80),
+        CapabilityPath,
         ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
     ),
     responses(
         (status = 200, description = "Active at a new revision", body = CapabilityRecord),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 404, description = "No such capability for this key", body = FlatError),
         (status = 409, description = "If-Match missing, malformed or not the current revision; already active; or the credential is not configured", body = FlatError),
     )
@@ -603,7 +613,9 @@ pub async fn revise_capability(
 pub async fn enable_capability(
     State(app): State<AppState>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    Path(CapabilityPath {
+        capability_id: raw_id,
+    }): Path<CapabilityPath>,
     headers: HeaderMap,
 ) -> Result<Json<CapabilityRecord>, ApiError> {
     transition(
@@ -624,12 +636,11 @@ pub async fn enable_capability(
     summary = "Disable an active capability",
     security(("bearer" = [])),
     params(
-        ("capabilityId" = String, Path, description = "The capability id", pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80),
+        CapabilityPath,
         ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
     ),
     responses(
         (status = 200, description = "Disabled at a new revision", body = CapabilityRecord),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 404, description = "No such capability for this key", body = FlatError),
         (status = 409, description = "If-Match missing, malformed or not the current revision, or already disabled", body = FlatError),
     )
@@ -637,7 +648,9 @@ pub async fn enable_capability(
 pub async fn disable_capability(
     State(app): State<AppState>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    Path(CapabilityPath {
+        capability_id: raw_id,
+    }): Path<CapabilityPath>,
     headers: HeaderMap,
 ) -> Result<Json<CapabilityRecord>, ApiError> {
     transition(
@@ -736,7 +749,7 @@ pub struct CapabilityDefinitionDoc {
     description: String,
     #[schema(min_length = 1, max_length = 2000)]
     when_to_use: Option<String>,
-    #[schema(value_type = HttpMethod)]
+    #[schema(value_type = crate::domain::capability::HttpMethod)]
     method: String,
     /// The exact HTTPS URL of the host endpoint.
     #[schema(format = "uri", max_length = 2048)]
@@ -755,7 +768,7 @@ pub struct CapabilityDefinitionDoc {
     business_rules: Option<Vec<String>>,
     #[schema(value_type = Option<Vec<Object>>, max_items = 16)]
     examples: Option<Vec<Value>>,
-    #[schema(value_type = SideEffect)]
+    #[schema(value_type = crate::domain::capability::SideEffect)]
     side_effect: String,
     /// Always `false`.
     requires_approval: Option<bool>,
@@ -763,7 +776,7 @@ pub struct CapabilityDefinitionDoc {
     timeout_ms: Option<u64>,
     #[schema(minimum = 0, maximum = 3)]
     retry_count: Option<u32>,
-    #[schema(value_type = Option<ResultHandling>)]
+    #[schema(value_type = Option<crate::domain::capability::ResultHandling>)]
     result_handling: Option<String>,
     /// `{"<input property>": {"from_capability": "<name>", "field": "<result field>"}}`.
     #[schema(value_type = Option<Object>)]
@@ -785,28 +798,4 @@ pub struct AuthDoc {
         max_length = 128
     )]
     credential_ref: String,
-}
-
-/// The methods a definition may name.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum HttpMethod {
-    Post,
-}
-
-/// Capabilities are read-only.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-#[serde(rename_all = "snake_case")]
-pub enum SideEffect {
-    Read,
-}
-
-/// `host_interaction`: a preparation capability (2.3).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-#[serde(rename_all = "snake_case")]
-pub enum ResultHandling {
-    HostInteraction,
 }

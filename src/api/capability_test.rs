@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::auth::Caller;
+use super::capabilities::CapabilityPath;
 use super::capabilities::{RecordedTest, owned, parse_id};
 use super::error::{ApiError, FlatError, Violation};
 use super::json_body::JsonBody;
@@ -118,12 +119,11 @@ impl Outcome {
     summary = "Call the endpoint at the current revision and record the result",
     security(("bearer" = [])),
     params(
-        ("capabilityId" = String, Path, description = "The capability id", pattern = "^cap_[a-z0-9]+$", min_length = 8, max_length = 80),
+        CapabilityPath,
     ),
     request_body(content = TestRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The test ran: `passed`, or `failed` with a reason (`arguments_invalid` with violations when the body or arguments were refused and nothing was called)", body = TestResult),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 404, description = "No such capability for this key", body = FlatError),
         (status = 409, description = "The capability's credential is not configured", body = FlatError),
     )
@@ -131,7 +131,9 @@ impl Outcome {
 pub async fn test_capability(
     State(app): State<AppState>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    Path(CapabilityPath {
+        capability_id: raw_id,
+    }): Path<CapabilityPath>,
     body: Result<JsonBody<MAX_TEST_BODY_BYTES>, ApiError>,
 ) -> Result<Json<TestResult>, ApiError> {
     let id = parse_id(&raw_id)?;

@@ -41,17 +41,8 @@ pub struct CredentialRequest {
     #[schema(min_length = 1, max_length = 4096, write_only)]
     secret: String,
     /// Required when `auth_type` is `api_key`.
-    #[schema(value_type = Option<ApiKeyHeader>)]
+    #[schema(value_type = Option<crate::domain::credential::ApiKeyHeader>)]
     header_name: Option<String>,
-}
-
-/// The headers an `api_key` credential may be sent in.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-#[serde(rename_all = "kebab-case")]
-pub enum ApiKeyHeader {
-    XApiKey,
-    XApiToken,
 }
 
 /// The reference's pattern (2.8).
@@ -71,7 +62,6 @@ const INVALID_REF: &str = "credentialRef must match ^cred_[A-Za-z0-9_-]{3,120}$"
     responses(
         (status = 201, description = "Configured", body = CredentialResponse),
         (status = 400, description = "Invalid reference or body", body = FlatError),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 413, description = "Body or secret too large", body = FlatError),
         (status = 503, description = "The database or vault is unavailable", body = FlatError),
     )
@@ -124,7 +114,6 @@ pub async fn put_credential(
     ),
     responses(
         (status = 200, description = "Revoked", body = CredentialResponse),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 404, description = "No such credential (a malformed reference names none)", body = FlatError),
         (status = 503, description = "The database or vault is unavailable", body = FlatError),
     )

@@ -70,7 +70,6 @@ pub struct GapReport {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The settings (`metadata` when never set)", body = DiagnosticSettings),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 405, description = "Wrong method", body = FlatError),
         (status = 503, description = "The database or vault is unavailable", body = FlatError),
     )
@@ -101,7 +100,6 @@ pub async fn get_settings(
         (status = 201, description = "First set", body = DiagnosticSettings),
         (status = 200, description = "Replaced", body = DiagnosticSettings),
         (status = 400, description = "Invalid settings", body = FlatError),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 405, description = "Wrong method", body = FlatError),
         (status = 413, description = "Body too large", body = FlatError),
         (status = 503, description = "The database or vault is unavailable", body = FlatError),
@@ -161,7 +159,6 @@ const MAX_BEFORE_ID_CHARS: usize = 128;
     responses(
         (status = 200, description = "The events of this key's account", body = GapReport),
         (status = 400, description = "Invalid pagination", body = FlatError),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 405, description = "Wrong method", body = FlatError),
         (status = 503, description = "The database or vault is unavailable", body = FlatError),
     )

@@ -72,7 +72,6 @@ pub const MAX_CLIENT_EVENT_CHARS: usize = 200;
     request_body(content((MessageRequest = "application/json"), (MessageMultipart = "multipart/form-data"))),
     responses(
         (status = 200, description = "The assistant's answer", body = MessageResponse),
-        (status = 401, description = "Missing or invalid bearer key", body = NestedError),
         (status = 405, description = "Wrong method", body = NestedError),
         (status = 409, description = "This Client-Event-Id was already delivered", body = NestedError),
         (status = 413, description = "The body or the image is too large (REQUEST_TOO_LARGE)", body = NestedError),

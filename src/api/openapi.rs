@@ -191,7 +191,8 @@ const BOUNDED_BODIES: [(&str, &str); 3] = [
 ];
 
 /// Declares, once for every operation, what any of them may answer beside
-/// its own statuses: 503 with `Retry-After` when the server or the account
+/// its own statuses: 401 with `WWW-Authenticate` on every route that takes
+/// the bearer key, 503 with `Retry-After` when the server or the account
 /// has as much work in progress as it may (or the request outlived its
 /// deadline), and 413 where a body is bounded. On the JSON, like the links.
 fn add_shared_statuses(document: &mut Value) {
@@ -212,7 +213,21 @@ fn add_shared_statuses(document: &mut Value) {
             let Some(id) = operation["operationId"].as_str().map(str::to_owned) else {
                 continue;
             };
+            let authenticated = operation["security"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|scheme| scheme.get("bearer").is_some()));
             let responses = &mut operation["responses"];
+            if authenticated {
+                // Section 5: the bearer key, declared once for every route that takes it.
+                responses["401"] = json!({
+                    "description": "Missing or invalid bearer key",
+                    "content": body,
+                    "headers": {"WWW-Authenticate": {
+                        "description": "`Bearer`",
+                        "schema": {"type": "string"}
+                    }}
+                });
+            }
             if !ALWAYS_ADMITTED.contains(&id.as_str()) {
                 let overloaded = "`SERVICE_UNAVAILABLE`: the server, or this account, has as much work \
                     in progress as it may (retry after `Retry-After` seconds), or the request outlived \

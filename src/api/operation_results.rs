@@ -22,7 +22,7 @@ use crate::agent::language::texts;
 use crate::agent::new_id;
 use crate::agent::response::AssistantMessage;
 use crate::clock::now_millis;
-use crate::domain::interaction::InteractionStatus;
+use crate::domain::interaction::{InteractionStatus, TerminalStatus};
 use crate::domain::language::Language;
 use crate::domain::text::check_bounded;
 use crate::store::conversations::{CloseOutcome, NewMessage};
@@ -49,32 +49,6 @@ const FORBIDDEN_FIELDS: [&str; 14] = [
     "user_message",
 ];
 
-/// The request body (2.11): exactly these three fields.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)] // Describes the body in the document; `parse_report` reads it.
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"interaction_id": "int_0123456789abcdef", "operation": "change_address", "status": "succeeded"}))]
-pub struct OperationResultRequest {
-    #[schema(min_length = 1, max_length = 128)]
-    interaction_id: String,
-    #[schema(min_length = 1, max_length = 64)]
-    operation: String,
-    #[schema(value_type = TerminalStatus)]
-    status: String,
-}
-
-/// The terminal statuses a host reports.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-#[serde(rename_all = "snake_case")]
-pub enum TerminalStatus {
-    Succeeded,
-    Failed,
-    Cancelled,
-    Rejected,
-    Expired,
-}
-
 /// HostOperationResultResponse: the report as accepted and the
 /// deterministic text appended to the conversation. Fields in the order
 /// they were always written (alphabetical).
@@ -87,9 +61,21 @@ pub struct OperationResultResponse {
     status: InteractionStatus,
 }
 
+// As `parse_report` reads it (each refusal located, operation references
+// and results refused by name); the document describes the same type.
+/// The request body (2.11): exactly these three fields.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(
+    as = OperationResultRequest,
+    example = json!({"interaction_id": "int_0123456789abcdef", "operation": "change_address", "status": "succeeded"})
+)]
 struct Report {
+    #[schema(min_length = 1, max_length = 128)]
     interaction_id: String,
+    #[schema(min_length = 1, max_length = 64)]
     operation: String,
+    #[schema(value_type = TerminalStatus)]
     status: InteractionStatus,
 }
 
@@ -141,11 +127,10 @@ fn parse_report(body: &Value) -> Result<Report, ApiError> {
         ("conversationId" = String, Path, description = "The conversation of the interaction", min_length = 1, max_length = 128),
         ("Idempotency-Key" = String, Header, description = "1 to 200 visible ASCII characters; a repeat with the same body replays the first answer", min_length = 1, max_length = 200),
     ),
-    request_body(content = OperationResultRequest, content_type = "application/json"),
+    request_body(content = Report, content_type = "application/json"),
     responses(
         (status = 200, description = "Accepted (or the replay of an earlier report with the same key)", body = OperationResultResponse, headers(("Idempotency-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key"))),
         (status = 400, description = "Invalid body (forbidden or unknown fields, status, operation) or a missing or malformed Idempotency-Key", body = FlatError),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 404, description = "No such conversation or interaction for this key", body = FlatError),
         (status = 409, description = "The interaction is already closed, the key is in flight, or it was used with another request (IDEMPOTENCY_KEY_REUSED)", body = FlatError),
         (status = 410, description = "The interaction has expired", body = FlatError),

@@ -43,7 +43,6 @@ impl From<StoredPolicy> for PolicyResponse {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The policy", body = PolicyResponse),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 404, description = "No policy is set", body = FlatError),
         (status = 405, description = "Wrong method", body = FlatError),
         (status = 503, description = "The database or vault is unavailable", body = FlatError),
@@ -73,7 +72,6 @@ pub async fn get_policy(
         (status = 201, description = "Created", body = PolicyResponse),
         (status = 200, description = "Replaced", body = PolicyResponse),
         (status = 400, description = "INVALID_JSON, POLICY_INVALID or POLICY_EMPTY (the code in both fields; the detail in the `warden-error-detail` header)", body = FlatError),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 405, description = "Wrong method", body = FlatError),
         (status = 413, description = "Over 16 KiB", body = FlatError),
         (status = 503, description = "The database or vault is unavailable", body = FlatError),
@@ -107,7 +105,6 @@ pub async fn put_policy(
     security(("bearer" = [])),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Missing or invalid bearer key", body = FlatError),
         (status = 404, description = "No policy is set", body = FlatError),
         (status = 405, description = "Wrong method", body = FlatError),
         (status = 503, description = "The database or vault is unavailable", body = FlatError),

@@ -56,19 +56,6 @@ pub struct ExecuteResponse {
     pub data: Value,
 }
 
-/// The execute request (for the document; the handler reads the body itself).
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-#[schema(as = ExecuteRequest)]
-pub struct ExecuteRequestDoc {
-    /// Validated against the integration's input schema.
-    #[schema(value_type = Object)]
-    input: Value,
-    /// The challenge widget's token: single use.
-    #[schema(min_length = 1, max_length = 2048)]
-    challenge_token: String,
-}
-
 #[utoipa::path(
     options,
     path = "/v1/prompt-integrations/{publicId}/execute",
@@ -138,7 +125,7 @@ pub async fn preflight_prompt_integration(
         ("publicId" = String, Path, pattern = r"^pi_public_[A-Za-z0-9_-]{16,80}$", min_length = 27, max_length = 90),
         ("Origin" = String, Header, description = "Must equal the integration's origin exactly"),
     ),
-    request_body(content = ExecuteRequestDoc, content_type = "application/json"),
+    request_body(content = ExecuteRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The model's output, valid against the output schema", body = ExecuteResponse),
         (status = 400, description = "Malformed body", body = NestedError),
@@ -485,10 +472,17 @@ fn matching_origin(row: &PromptIntegrationRow, headers: &HeaderMap) -> Option<He
     (sent.as_bytes() == row.origin.as_bytes()).then(|| sent.clone())
 }
 
-/// The body's two properties.
-struct ExecuteRequest {
+// As read from the body: the reader answers each malformed part in the
+// route's processing order; the document describes the same type.
+/// The execute request (2.13).
+#[derive(utoipa::ToSchema)]
+pub struct ExecuteRequest {
+    /// Validated against the integration's input schema.
+    #[schema(value_type = Object)]
     input: Map<String, Value>,
-    /// `None` when absent; a non-string is a malformed body.
+    // `None` when absent; a non-string is a malformed body.
+    /// The challenge widget's token: single use.
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 2048)]
     challenge_token: Option<String>,
 }
 

@@ -263,6 +263,27 @@ mod tests {
     }
 }
 
+closed_set! {
+    /// The methods a definition may name (the guest refuses any other).
+    pub enum HttpMethod {
+        Post = "POST",
+    }
+}
+
+closed_set! {
+    /// Capabilities are read-only (rule 7).
+    pub enum SideEffect {
+        Read = "read",
+    }
+}
+
+closed_set! {
+    /// `host_interaction`: a preparation capability (2.3).
+    pub enum ResultHandling {
+        HostInteraction = "host_interaction",
+    }
+}
+
 /// What the executor reads from a published (guest-validated) definition.
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct CapabilityDefinition {
@@ -271,7 +292,7 @@ pub struct CapabilityDefinition {
     pub description: String,
     #[serde(default)]
     pub when_to_use: String,
-    pub method: String,
+    pub method: HttpMethod,
     pub url: String,
     pub auth: AuthSpec,
     #[serde(default)]
@@ -282,7 +303,9 @@ pub struct CapabilityDefinition {
     pub examples: Vec<Value>,
     pub timeout_ms: Option<u64>,
     pub retry_count: Option<u32>,
-    pub result_handling: Option<String>,
+    #[serde(default)]
+    pub side_effect: Option<SideEffect>,
+    pub result_handling: Option<ResultHandling>,
     #[serde(default)]
     pub context_bindings: Option<Value>,
 }
@@ -303,6 +326,6 @@ impl CapabilityDefinition {
     }
 
     pub fn is_host_interaction(&self) -> bool {
-        self.result_handling.as_deref() == Some("host_interaction")
+        self.result_handling == Some(ResultHandling::HostInteraction)
     }
 }

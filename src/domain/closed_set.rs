@@ -8,10 +8,10 @@
 /// word is refused) and the OpenAPI schema (a string enum of the words).
 macro_rules! closed_set {
     (
-        $(#[$meta:meta])*
+        $(#[doc = $doc:literal])*
         $vis:vis enum $name:ident { $($(#[$variant_meta:meta])* $variant:ident = $word:literal),+ $(,)? }
     ) => {
-        $(#[$meta])*
+        $(#[doc = $doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         $vis enum $name { $($(#[$variant_meta])* $variant),+ }
 
@@ -50,8 +50,16 @@ macro_rules! closed_set {
 
         impl utoipa::PartialSchema for $name {
             fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                // The doc comment is the schema's description, as utoipa's
+                // derive makes it: each line without its leading space.
+                let description = [$($doc),*]
+                    .iter()
+                    .map(|line: &&str| line.strip_prefix(' ').unwrap_or(line))
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 utoipa::openapi::schema::ObjectBuilder::new()
                     .schema_type(utoipa::openapi::schema::Type::String)
+                    .description((!description.is_empty()).then_some(description))
                     .enum_values(Some([$($word),+]))
                     .into()
             }

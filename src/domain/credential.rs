@@ -47,8 +47,13 @@ closed_set! {
     }
 }
 
-/// The headers an `api_key` credential may be sent in.
-pub const API_KEY_HEADERS: [&str; 2] = ["x-api-key", "x-api-token"];
+closed_set! {
+    /// The headers an `api_key` credential may be sent in.
+    pub enum ApiKeyHeader {
+        XApiKey = "x-api-key",
+        XApiToken = "x-api-token",
+    }
+}
 
 /// What a PUT stores: never logged, never returned.
 pub struct CredentialSpec {
@@ -105,7 +110,7 @@ impl CredentialSpec {
             ));
         }
         let header_name = match (auth_type, object.get("header_name")) {
-            (AuthType::ApiKey, Some(Value::String(h))) if API_KEY_HEADERS.contains(&h.as_str()) => {
+            (AuthType::ApiKey, Some(Value::String(h))) if ApiKeyHeader::parse(h).is_some() => {
                 Some(h.clone())
             }
             (AuthType::ApiKey, _) => {

@@ -24,17 +24,31 @@ closed_set! {
     }
 }
 
+closed_set! {
+    /// The terminal statuses a host reports.
+    pub enum TerminalStatus {
+        Succeeded = "succeeded",
+        Failed = "failed",
+        Cancelled = "cancelled",
+        Rejected = "rejected",
+        Expired = "expired",
+    }
+}
+
+impl From<TerminalStatus> for InteractionStatus {
+    fn from(status: TerminalStatus) -> Self {
+        InteractionStatus::parse(status.as_str()).expect("every terminal status is a state")
+    }
+}
+
 impl InteractionStatus {
     /// A status a host may report (every one but `pending`).
     pub fn parse_terminal(text: &str) -> Option<Self> {
-        Self::parse(text).filter(|s| *s != InteractionStatus::Pending)
+        TerminalStatus::parse(text).map(Self::from)
     }
 
     /// The statuses a host may report, for error messages.
     pub fn terminal() -> impl Iterator<Item = Self> {
-        Self::ALL
-            .iter()
-            .copied()
-            .filter(|s| *s != InteractionStatus::Pending)
+        TerminalStatus::ALL.iter().copied().map(Self::from)
     }
 }

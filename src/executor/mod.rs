@@ -166,7 +166,7 @@ impl Executor {
         .ok_or(CallFailure::CredentialUnavailable)?;
         let url = url::Url::parse(&definition.url)
             .map_err(|_| CallFailure::AddressRefused(AddressRefused::InvalidUrl))?;
-        let method = reqwest::Method::from_bytes(definition.method.as_bytes())
+        let method = reqwest::Method::from_bytes(definition.method.as_str().as_bytes())
             .map_err(|_| CallFailure::ConnectFailed)?;
         let body = serde_json::to_vec(call.arguments).expect("JSON values serialize");
 
