@@ -167,7 +167,7 @@ fn humanise(name: &str) -> String {
         .unwrap_or_default()
 }
 
-fn stem(word: &String) -> String {
+fn stem(word: &str) -> String {
     word.chars().take(5).collect()
 }
 
@@ -176,14 +176,17 @@ fn asked_stems(question: &[String]) -> Vec<String> {
     question
         .iter()
         .filter(|w| !is_stopword(w))
-        .map(stem)
+        .map(|w| stem(w))
         .collect()
 }
 
 /// How many of the question's content words (`asked_stems`) the label or
 /// name shares.
 fn asked_about(question: &[String], label: &str) -> usize {
-    let label: Vec<String> = words(&label.replace('_', " ")).iter().map(stem).collect();
+    let label: Vec<String> = words(&label.replace('_', " "))
+        .iter()
+        .map(|w| stem(w))
+        .collect();
     question.iter().filter(|w| label.contains(w)).count()
 }
 

@@ -232,9 +232,8 @@ async fn call_proposed(
     capability: &str,
     arguments: Map<String, Value>,
 ) -> Result<Outcome, TurnError> {
-    let at = match rule_07_offered(cx, capability) {
-        Ok(at) => at,
-        Err(refused) => return Ok(refused),
+    let Some(at) = rule_07_offered(cx, capability) else {
+        return Ok(rule_07_refused(cx));
     };
     let loaded = cx.capabilities.get(at);
     if let Some(refused) = rule_08_preparation(cx, &loaded.offer) {
@@ -263,17 +262,18 @@ async fn call_proposed(
 }
 
 /// Rule 7: only an offered (active, read-only) capability is called.
-fn rule_07_offered(cx: &Context<'_>, capability: &str) -> Result<usize, Outcome> {
-    cx.capabilities
-        .position(|c| c.offer.name == capability)
-        .ok_or_else(|| {
-            tracing::warn!("planner proposed a capability that is not offered; refused");
-            Outcome::reply(texts::no_capability(cx.language), Reason::CapabilityRefused).with_gap(
-                GapKind::AgentDeadEnd,
-                GapReason::CapabilityRefused,
-                None,
-            )
-        })
+fn rule_07_offered(cx: &Context<'_>, capability: &str) -> Option<usize> {
+    cx.capabilities.position(|c| c.offer.name == capability)
+}
+
+/// Rule 7's refusal of a capability that is not offered.
+fn rule_07_refused(cx: &Context<'_>) -> Outcome {
+    tracing::warn!("planner proposed a capability that is not offered; refused");
+    Outcome::reply(texts::no_capability(cx.language), Reason::CapabilityRefused).with_gap(
+        GapKind::AgentDeadEnd,
+        GapReason::CapabilityRefused,
+        None,
+    )
 }
 
 /// Rule 8: a preparation only after an operation intent, and only for the
