@@ -47,6 +47,7 @@ async fn main() {
         limits: Default::default(),
         platform: Default::default(),
         prompt: Default::default(),
+        mcp: Default::default(),
     };
     let app = Application::build(&database, &keys, &serve).await.unwrap();
     let context = app.context();

@@ -142,6 +142,7 @@ async fn run(label: &str, database_url: &str, dir: &std::path::Path) {
             ..Default::default()
         },
         prompt: Default::default(),
+        mcp: Default::default(),
     };
     let app = Application::build(&database, &keys, &serve).await.unwrap();
     let store = app.store().clone();

@@ -37,6 +37,7 @@ pub const CONTRACT_VERSION: &str = "7.0.0";
         (name = "diagnostics", description = "Diagnostic settings and capability-gap events"),
         (name = "credentials", description = "Endpoint credentials"),
         (name = "capabilities", description = "Capabilities: publish, revise, enable, disable, test"),
+        (name = "mcp", description = "The account's read capabilities as MCP tools (Streamable HTTP, stateless; JSON-RPC error bodies)"),
     )
 )]
 struct ApiDoc;

@@ -10,6 +10,7 @@ use crate::domain::credential::{AuthType, CredentialStatus};
 use crate::domain::interaction::InteractionStatus;
 use crate::domain::language::Language;
 use crate::store::capability_tests::TestStatus;
+use crate::store::mcp_calls::McpCallStatus;
 use crate::store::conversations::MessageRole;
 use crate::store::idempotency::IdempotencyState;
 use crate::store::platform::InboundState;
@@ -65,6 +66,7 @@ text_column!(
     InteractionStatus,
     Language,
     TestStatus,
+    McpCallStatus,
     MessageRole,
     IdempotencyState,
     InboundState,

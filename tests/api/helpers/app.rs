@@ -127,6 +127,45 @@ impl TestApp {
         platform: warden::cli::PlatformArgs,
         prompt: warden::cli::PromptArgs,
     ) -> Self {
+        Self::spawn_serving_mcp(
+            db,
+            dev_allow_loopback,
+            planner,
+            limits,
+            platform,
+            prompt,
+            Default::default(),
+        )
+        .await
+    }
+
+    /// A loopback-enabled server with these MCP settings and client limits.
+    pub async fn spawn_with_mcp(
+        db: TestDb,
+        mcp: warden::cli::McpArgs,
+        limits: warden::cli::ClientLimits,
+    ) -> Self {
+        Self::spawn_serving_mcp(
+            db,
+            true,
+            Default::default(),
+            limits,
+            Default::default(),
+            Default::default(),
+            mcp,
+        )
+        .await
+    }
+
+    async fn spawn_serving_mcp(
+        db: TestDb,
+        dev_allow_loopback: bool,
+        planner: PlannerArgs,
+        limits: warden::cli::ClientLimits,
+        platform: warden::cli::PlatformArgs,
+        prompt: warden::cli::PromptArgs,
+        mcp: warden::cli::McpArgs,
+    ) -> Self {
         let serve = ServeArgs {
             docs_ui: false,
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -139,6 +178,7 @@ impl TestApp {
             limits,
             platform,
             prompt,
+            mcp,
         };
         let keys = MasterKeyArgs {
             master_key: Some(MASTER_KEY.into()),
