@@ -102,7 +102,7 @@ pub struct JsonRpcErrorObject {
 #[utoipa::path(
     post,
     path = "/v1/mcp",
-    operation_id = "mcp",
+    operation_id = "sendMcpMessage",
     tag = "mcp",
     summary = "MCP (Streamable HTTP, stateless): the account's read capabilities as tools",
     description = "One JSON-RPC message per request, answered with `application/json`. Revisions \
@@ -193,9 +193,9 @@ fn is_json(content_type: Option<&HeaderValue>) -> bool {
 fn mcp_headers(headers: &HeaderMap) -> Headers {
     let read = |name: &str| match headers.get(name) {
         None => Header::Absent,
-        Some(value) => value
-            .to_str()
-            .map_or(Header::Unreadable, |text| Header::Text(text.trim().to_owned())),
+        Some(value) => value.to_str().map_or(Header::Unreadable, |text| {
+            Header::Text(text.trim().to_owned())
+        }),
     };
     Headers {
         protocol_version: read("mcp-protocol-version"),
@@ -216,7 +216,10 @@ fn respond(answer: Answer) -> Response {
     let mut response = match answer.body {
         Some(body) => (
             status,
-            [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
             body,
         )
             .into_response(),

@@ -136,8 +136,13 @@ pub fn parse(body: &[u8]) -> Result<Incoming, Refusal> {
         id,
         error: RpcError::new(code, message),
     };
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| refuse(None, RpcCode::ParseError, &format!("the body is not JSON: {e}")))?;
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        refuse(
+            None,
+            RpcCode::ParseError,
+            &format!("the body is not JSON: {e}"),
+        )
+    })?;
     // Escaped (`\u0000`) it is valid JSON, yet no text Warden handles may hold it.
     if warden_channel::bounds::refuse_nul(&value).is_err() {
         return Err(refuse(
@@ -176,7 +181,11 @@ pub fn parse(body: &[u8]) -> Result<Incoming, Refusal> {
         }
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(refuse(id, RpcCode::InvalidRequest, "jsonrpc must be \"2.0\""));
+        return Err(refuse(
+            id,
+            RpcCode::InvalidRequest,
+            "jsonrpc must be \"2.0\"",
+        ));
     }
     let method = match object.get("method") {
         Some(Value::String(method)) => method.clone(),
@@ -188,14 +197,22 @@ pub fn parse(body: &[u8]) -> Result<Incoming, Refusal> {
             ));
         }
         _ => {
-            return Err(refuse(id, RpcCode::InvalidRequest, "method must be a string"));
+            return Err(refuse(
+                id,
+                RpcCode::InvalidRequest,
+                "method must be a string",
+            ));
         }
     };
     let params = match object.get("params") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(params)) => params.clone(),
         Some(_) => {
-            return Err(refuse(id, RpcCode::InvalidRequest, "params must be an object"));
+            return Err(refuse(
+                id,
+                RpcCode::InvalidRequest,
+                "params must be an object",
+            ));
         }
     };
     Ok(Incoming { id, method, params })

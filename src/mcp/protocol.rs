@@ -253,8 +253,11 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}"#,
         )
         .unwrap();
-        let refused = negotiate(&call, &headers(Some("1900-01-01"), Some("tools/list"), None))
-            .unwrap_err();
+        let refused = negotiate(
+            &call,
+            &headers(Some("1900-01-01"), Some("tools/list"), None),
+        )
+        .unwrap_err();
         assert_eq!(refused.code, -32022);
         let data = refused.data.unwrap();
         assert_eq!(data["requested"], "1900-01-01");
@@ -268,10 +271,19 @@ mod tests {
     fn legacy_requests_take_the_header_and_initialize_answers_a_served_version() {
         let list = parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).unwrap();
         let legacy = |v| headers(Some(v), None, None);
-        assert_eq!(code(negotiate(&list, &legacy("2025-06-18"))), Ok(Revision::V2025_06_18));
-        assert_eq!(code(negotiate(&list, &legacy("2025-11-25"))), Ok(Revision::V2025_11_25));
+        assert_eq!(
+            code(negotiate(&list, &legacy("2025-06-18"))),
+            Ok(Revision::V2025_06_18)
+        );
+        assert_eq!(
+            code(negotiate(&list, &legacy("2025-11-25"))),
+            Ok(Revision::V2025_11_25)
+        );
         assert_eq!(code(negotiate(&list, &legacy("2025-03-26"))), Err(-32022));
-        assert_eq!(code(negotiate(&list, &headers(None, None, None))), Err(-32022));
+        assert_eq!(
+            code(negotiate(&list, &headers(None, None, None))),
+            Err(-32022)
+        );
         assert_eq!(code(negotiate(&list, &legacy("2026-07-28"))), Err(-32602));
         let init = |v: &str| {
             parse(
@@ -283,8 +295,17 @@ mod tests {
             .unwrap()
         };
         let none = headers(None, None, None);
-        assert_eq!(code(negotiate(&init("2025-06-18"), &none)), Ok(Revision::V2025_06_18));
-        assert_eq!(code(negotiate(&init("2024-11-05"), &none)), Ok(Revision::V2025_11_25));
-        assert_eq!(code(negotiate(&init("2026-07-28"), &none)), Ok(Revision::V2025_11_25));
+        assert_eq!(
+            code(negotiate(&init("2025-06-18"), &none)),
+            Ok(Revision::V2025_06_18)
+        );
+        assert_eq!(
+            code(negotiate(&init("2024-11-05"), &none)),
+            Ok(Revision::V2025_11_25)
+        );
+        assert_eq!(
+            code(negotiate(&init("2026-07-28"), &none)),
+            Ok(Revision::V2025_11_25)
+        );
     }
 }

@@ -10,9 +10,9 @@ use crate::domain::credential::{AuthType, CredentialStatus};
 use crate::domain::interaction::InteractionStatus;
 use crate::domain::language::Language;
 use crate::store::capability_tests::TestStatus;
-use crate::store::mcp_calls::McpCallStatus;
 use crate::store::conversations::MessageRole;
 use crate::store::idempotency::IdempotencyState;
+use crate::store::mcp_calls::McpCallStatus;
 use crate::store::platform::InboundState;
 
 /// Implements `Type`, `Encode` and `Decode` for every backend whose `str`
