@@ -261,6 +261,36 @@ mod tests {
         );
     }
 
+    /// What `fuzz/`'s `mcp_jsonrpc` checks, over its seeds cut and flipped.
+    #[test]
+    fn every_cut_or_flipped_seed_is_a_message_or_a_standard_refusal() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/mcp_jsonrpc");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let seed = std::fs::read(entry.unwrap().path()).unwrap();
+            for cut in 0..=seed.len() {
+                for flip in [None, Some(cut)] {
+                    let mut bytes = seed[..cut].to_vec();
+                    if let Some(at) = flip.filter(|at| *at < bytes.len()) {
+                        bytes[at] ^= 0x20;
+                    }
+                    seen += 1;
+                    match parse(&bytes) {
+                        Ok(message) => {
+                            if let Some(id) = &message.id {
+                                let out = Response::result(id, Value::Null).to_bytes();
+                                let value: Value = serde_json::from_slice(&out).unwrap();
+                                assert_eq!(value["id"], serde_json::to_value(id).unwrap());
+                            }
+                        }
+                        Err(refusal) => assert!([-32700, -32600].contains(&refusal.error.code)),
+                    }
+                }
+            }
+        }
+        assert!(seen > 1000, "the seeds are there ({seen} inputs)");
+    }
+
     #[test]
     fn a_refusal_keeps_the_id_it_could_read() {
         let refusal = parse(br#"{"jsonrpc":"1.0","id":"r1","method":"x"}"#).unwrap_err();
