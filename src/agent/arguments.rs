@@ -14,10 +14,8 @@
 use serde_json::{Map, Value};
 
 use super::language::{
-    asks_something, fold, is_closing, is_greeting, is_no, is_stopword, is_yes, without_lead_in,
-    words,
+    Said, clauses, fold, has_phrase, is_stopword, lexicon, without_lead_in, words,
 };
-use super::lexicon;
 use super::verdicts::PatternMatches;
 
 /// A whole message taken as a free-text answer has at most this many words.
@@ -158,7 +156,7 @@ impl Property<'_> {
                 let named = match option {
                     Value::String(s) => {
                         let phrase = words(s).join(" ");
-                        !phrase.is_empty() && super::language::has_phrase(&text_words, &phrase)
+                        !phrase.is_empty() && has_phrase(&text_words, &phrase)
                     }
                     Value::Number(n) => text_words.contains(&n.to_string()),
                     _ => false,
@@ -280,20 +278,20 @@ impl Property<'_> {
 
     /// The answer to "what is <property>?" when the whole message is the
     /// value: a free-text property asked for by name (rule 12 clarifications).
-    pub fn whole_answer(&self, text: &str) -> Option<Value> {
-        let trimmed = text.trim().trim_end_matches('.').trim();
+    pub fn whole_answer(&self, said: &Said) -> Option<Value> {
+        let trimmed = said.text().trim().trim_end_matches('.').trim();
         // A short statement, not a new question, request or paragraph, and
         // not thanks, a yes or a no ("Vale, muchas gracias" names no store).
         let answer_like = trimmed.split_whitespace().count() <= MAX_ANSWER_WORDS
             && !trimmed.contains('\n')
-            && !asks_something(trimmed)
-            && !is_closing(trimmed)
-            && !is_yes(trimmed)
-            && !is_no(trimmed)
-            && !is_greeting(trimmed);
+            && !said.asks_something()
+            && !said.is_closing()
+            && !said.is_yes()
+            && !said.is_no()
+            && !said.is_greeting();
         // "En Madrid" answers "which city?" with "Madrid".
         let value = without_lead_in(trimmed);
-        let place = words(trimmed).first().is_some_and(|w| is_place_word(w));
+        let place = said.words().first().is_some_and(|w| is_place_word(w));
         (self.is_free_text()
             && answer_like
             && self.fits_length(value)
@@ -395,7 +393,12 @@ fn proper_names(text: &str) -> Vec<Name> {
             }
             let name = run.join(" ");
             let folded = fold(&name);
-            if run.len() > 5 || is_stopword(&folded) || is_greeting(&name) || is_closing(&name) {
+            let name_words = super::language::words(&name);
+            if run.len() > 5
+                || is_stopword(&folded)
+                || clauses::is_greeting(&name_words)
+                || clauses::is_closing(&name_words)
+            {
                 continue;
             }
             if !out.iter().any(|n| n.text == name) {
@@ -552,16 +555,19 @@ mod tests {
             .find(|p| p.name == "customer")
             .unwrap();
         assert_eq!(
-            customer.whole_answer(" Ana Pérez. "),
+            customer.whole_answer(&Said::new(" Ana Pérez. ")),
             Some(json!("Ana Pérez"))
         );
-        assert_eq!(customer.whole_answer("¿Dónde está mi pedido A-1001?"), None);
+        assert_eq!(
+            customer.whole_answer(&Said::new("¿Dónde está mi pedido A-1001?")),
+            None
+        );
         let order = properties(&s)
             .into_iter()
             .find(|p| p.name == "order")
             .unwrap();
         assert_eq!(
-            order.whole_answer("A-1001"),
+            order.whole_answer(&Said::new("A-1001")),
             None,
             "patterned values come from candidates"
         );
@@ -609,7 +615,7 @@ mod tests {
             .unwrap();
         for not_an_answer in ["Vale, muchas gracias", "gracias", "sí", "no", "Hola"] {
             assert_eq!(
-                customer.whole_answer(not_an_answer),
+                customer.whole_answer(&Said::new(not_an_answer)),
                 None,
                 "{not_an_answer}"
             );
@@ -687,28 +693,32 @@ mod tests {
         let store = json!({"type": "object", "properties": {
             "store": {"type": "string", "maxLength": 60, "description": "el nombre de la tienda"}}});
         assert_eq!(
-            property(&city, "city").whole_answer("En Madrid"),
+            property(&city, "city").whole_answer(&Said::new("En Madrid")),
             Some(json!("Madrid"))
         );
         assert_eq!(
-            property(&city, "city").whole_answer("in London."),
+            property(&city, "city").whole_answer(&Said::new("in London.")),
             Some(json!("London"))
         );
         assert_eq!(
-            property(&store, "store").whole_answer("Es la Tienda Diagonal"),
+            property(&store, "store").whole_answer(&Said::new("Es la Tienda Diagonal")),
             Some(json!("Tienda Diagonal"))
         );
         assert_eq!(
-            property(&store, "store").whole_answer("El Corte Inglés"),
+            property(&store, "store").whole_answer(&Said::new("El Corte Inglés")),
             Some(json!("El Corte Inglés"))
         );
-        assert_eq!(property(&store, "store").whole_answer("En Madrid"), None);
         assert_eq!(
-            property(&store, "store").whole_answer("Mejor dime dónde está mi pedido A-1001"),
+            property(&store, "store").whole_answer(&Said::new("En Madrid")),
             None
         );
         assert_eq!(
-            property(&store, "store").whole_answer("Tell me where my order is"),
+            property(&store, "store")
+                .whole_answer(&Said::new("Mejor dime dónde está mi pedido A-1001")),
+            None
+        );
+        assert_eq!(
+            property(&store, "store").whole_answer(&Said::new("Tell me where my order is")),
             None
         );
     }

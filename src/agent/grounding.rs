@@ -5,7 +5,8 @@
 
 use serde_json::Value;
 
-use super::language::{Language, is_stopword, words};
+use super::language::texts::Fact;
+use super::language::{Language, Said, is_stopword, lexicon, words};
 
 /// Prefixes of Warden's own identifiers (rule 5).
 const INTERNAL_PREFIXES: [&str; 7] = ["cap_", "conv_", "int_", "msg_", "run_", "cred_", "key_"];
@@ -52,15 +53,6 @@ fn render(value: &Value, top: bool) -> String {
     }
 }
 
-/// One fact of a result as the user reads it: a label (the output schema's
-/// `description` when it is short and in the conversation's language, the
-/// humanised field name otherwise) and the value in words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fact {
-    pub label: String,
-    pub value: String,
-}
-
 /// Descriptions longer than this are sentences, not labels.
 const MAX_LABEL_CHARS: usize = 48;
 
@@ -73,7 +65,7 @@ pub fn labelled_facts(
     result: &Value,
     output_schema: &Value,
     language: Language,
-    question: &str,
+    question: &Said,
     capability: &str,
 ) -> Vec<Fact> {
     let Value::Object(map) = result else {
@@ -96,14 +88,15 @@ pub fn labelled_facts(
             })
             .collect();
     }
-    let named_after = super::lexicon::concepts(&capability.replace(['_', '-'], " "));
+    let named_after = lexicon::concepts(&capability.replace(['_', '-'], " "));
+    let question = asked_stems(question.words());
     let mut facts: Vec<((usize, usize), Fact)> = present
         .into_iter()
         .map(|(name, value)| {
             let schema = &output_schema["properties"][name.as_str()];
             let label = label(name, schema, language).unwrap_or_else(|| humanise(name));
-            let asked = asked_about(question, &format!("{name} {label}"));
-            let kin = super::lexicon::concepts(&name.replace(['_', '-'], " "))
+            let asked = asked_about(&question, &format!("{name} {label}"));
+            let kin = lexicon::concepts(&name.replace(['_', '-'], " "))
                 .iter()
                 .filter(|c| named_after.iter().any(|n| n.key == c.key))
                 .count();
@@ -144,7 +137,7 @@ fn label(name: &str, schema: &Value, language: Language) -> Option<String> {
         }
         _ => match language {
             Language::English => Some(humanise(name)),
-            Language::Spanish => super::lexicon::field_label(name, language)
+            Language::Spanish => lexicon::field_label(name, language)
                 .map(|l| capitalised(&l))
                 .or_else(|| {
                     let words = humanise(name);
@@ -174,16 +167,24 @@ fn humanise(name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// How many of the question's content words the label or name shares.
-fn asked_about(question: &str, label: &str) -> usize {
-    let stem = |w: &String| w.chars().take(5).collect::<String>();
-    let label: Vec<String> = words(&label.replace('_', " ")).iter().map(stem).collect();
-    words(question)
+fn stem(word: &String) -> String {
+    word.chars().take(5).collect()
+}
+
+/// The stems of a question's content words.
+fn asked_stems(question: &[String]) -> Vec<String> {
+    question
         .iter()
         .filter(|w| !is_stopword(w))
         .map(stem)
-        .filter(|w| label.contains(w))
-        .count()
+        .collect()
+}
+
+/// How many of the question's content words (`asked_stems`) the label or
+/// name shares.
+fn asked_about(question: &[String], label: &str) -> usize {
+    let label: Vec<String> = words(&label.replace('_', " ")).iter().map(stem).collect();
+    question.iter().filter(|w| label.contains(w)).count()
 }
 
 /// A field that names its record ("name", "store_name", "title"): said
@@ -338,7 +339,7 @@ mod tests {
             &result,
             &schema,
             Language::Spanish,
-            "¿Cuál es la dirección de envío?",
+            &Said::new("¿Cuál es la dirección de envío?"),
             "order_status",
         );
         assert_eq!(
@@ -348,7 +349,7 @@ mod tests {
                 value: "Calle Mayor 1".into()
             }
         );
-        let text = crate::agent::texts::result_summary(Language::Spanish, &facts);
+        let text = crate::agent::language::texts::result_summary(Language::Spanish, &facts);
         assert!(text.contains("- Transportista: Correos"), "{text}");
         assert!(text.contains("- Estado del pedido: en camino"), "{text}");
         assert!(text.contains("cantidad 2, artículo X1"), "{text}");
@@ -361,7 +362,7 @@ mod tests {
             &result,
             &schema,
             Language::English,
-            "Where is it?",
+            &Said::new("Where is it?"),
             "order_status",
         );
         assert!(
@@ -409,13 +410,13 @@ mod tests {
         let result = json!({"stores": [
             {"name": "Tienda Centro", "address": "Gran Vía 12"},
             {"name": "Tienda Triana", "address": "Calle Betis 5"}]});
-        let spanish = crate::agent::texts::result_summary(
+        let spanish = crate::agent::language::texts::result_summary(
             Language::Spanish,
             &labelled_facts(
                 &result,
                 &schema,
                 Language::Spanish,
-                "¿Qué tiendas hay?",
+                &Said::new("¿Qué tiendas hay?"),
                 "find_store",
             ),
         );
@@ -424,13 +425,13 @@ mod tests {
             "Esto es lo que encontré:\n- Tienda Centro, dirección Gran Vía 12\n- Tienda Triana, dirección Calle Betis 5"
         );
         let one = json!({"stores": [{"name": "Covent Garden Store", "address": "12 Long Acre"}]});
-        let english = crate::agent::texts::result_summary(
+        let english = crate::agent::language::texts::result_summary(
             Language::English,
             &labelled_facts(
                 &one,
                 &schema,
                 Language::English,
-                "Which store?",
+                &Said::new("Which store?"),
                 "find_store",
             ),
         );
@@ -445,7 +446,7 @@ mod tests {
             &points,
             &json!({"type": "object", "properties": {"points": {"type": "integer"}, "tier": {"type": "string"}}}),
             Language::Spanish,
-            "¿Cuántos puntos tengo?",
+            &Said::new("¿Cuántos puntos tengo?"),
             "loyalty_points",
         );
         assert_eq!(

@@ -3,9 +3,11 @@
 //! declared in alphabetical order, the order the response always had.
 
 use serde::Serialize;
-use serde_json::{Map, Value};
 
+use super::trace::ReasonCode;
+use super::turn::Interaction;
 use crate::domain::closed_set::closed_set;
+use crate::domain::message::MessageRole;
 
 /// The message response (2.2).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -17,16 +19,8 @@ pub struct MessageResponse {
     pub conversation_id: String,
     /// Only when a host-owned confirmation or selection is required (2.3).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Interaction>)]
-    pub interaction: Option<Map<String, Value>>,
+    pub interaction: Option<Interaction>,
     pub message: AssistantMessage,
-}
-
-closed_set! {
-    /// Who wrote a message the service answers.
-    pub enum MessageRole {
-        Assistant = "assistant",
-    }
 }
 
 closed_set! {
@@ -41,6 +35,8 @@ closed_set! {
 pub struct AssistantMessage {
     pub body: String,
     pub id: String,
+    /// `assistant`.
+    #[schema(value_type = String, pattern = "^assistant$")]
     pub role: MessageRole,
     #[serde(rename = "type")]
     pub kind: MessageType,
@@ -57,13 +53,43 @@ impl AssistantMessage {
     }
 }
 
+closed_set! {
+    /// Where a call's arguments came from (`benchmark_observation`).
+    pub enum ArgumentCategory {
+        /// Nothing was called.
+        None = "none",
+        /// The planner's, as the user wrote them.
+        Known = "known",
+        /// The answer to the turn's own question (rule 12).
+        Clarified = "clarified",
+        /// A required one is missing: the turn asked for it.
+        Missing = "missing",
+        /// A conversation reference filled one (rule 4).
+        Reference = "reference",
+        /// An earlier message filled one (rule 3).
+        History = "history",
+    }
+}
+
+closed_set! {
+    /// What the call gave (`benchmark_observation`).
+    pub enum FixtureResult {
+        NotCalled = "not_called",
+        Empty = "empty",
+        NonEmpty = "non_empty",
+        Interaction = "interaction",
+        NotFound = "not_found",
+        Failed = "failed",
+    }
+}
+
 /// `benchmark_observation` (2.4).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BenchmarkObservation {
-    pub argument_category: &'static str,
+    pub argument_category: ArgumentCategory,
     pub capability: String,
     pub correlation_id: String,
-    pub fixture_result: &'static str,
+    pub fixture_result: FixtureResult,
     pub model: String,
     pub status: u16,
 }
@@ -106,7 +132,8 @@ pub struct TraceEvent {
     /// From 1.
     #[schema(minimum = 1)]
     pub ordinal: usize,
-    pub reason_code: String,
+    #[schema(value_type = String)]
+    pub reason_code: ReasonCode,
     /// On selection and execution.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
@@ -125,53 +152,4 @@ pub struct TraceTiming {
     pub selection_inference_attempts: u32,
     pub selection_inference_ms: u64,
     pub selection_retry_delay_ms: u64,
-}
-
-/// The interaction object (2.3) as the document describes it. At run time
-/// it is the guest's closed shape (checked there) plus the id, owner and
-/// the references, kept as the map the guest returned.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)] // Documentation only.
-pub struct Interaction {
-    interaction_id: String,
-    /// `host`.
-    owner: String,
-    /// `confirm_operation` or `selection`.
-    #[serde(rename = "type")]
-    kind: String,
-    operation: String,
-    #[schema(format = DateTime)]
-    expires_at: String,
-    /// Confirmation: opaque, stays in the host flow.
-    operation_ref: Option<String>,
-    /// Confirmation: what the user confirms.
-    preview: Option<InteractionPreview>,
-    /// Selection: opaque.
-    selection_ref: Option<String>,
-    /// Selection: what the user chooses from.
-    title: Option<String>,
-    /// Selection: the options, each with its opaque `option_ref`.
-    options: Option<Vec<InteractionOption>>,
-}
-
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct InteractionPreview {
-    title: String,
-    fields: Vec<PreviewField>,
-}
-
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct PreviewField {
-    label: String,
-    value: String,
-}
-
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct InteractionOption {
-    option_ref: String,
-    label: String,
-    description: Option<String>,
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::response::{CapabilityTrace, TraceEvent, TraceStage, TraceStatus, TraceTiming};
 use crate::domain::closed_set::closed_set;
+use crate::executor::FailureReason;
 
 closed_set! {
     /// Why a turn answered as it did: the `reason_code` of the trace's
@@ -34,6 +35,59 @@ closed_set! {
     }
 }
 
+closed_set! {
+    /// Why a capability was selected: the `reason_code` of a selection event.
+    pub enum SelectionReason {
+        /// The planner proposed it and the rules allowed it.
+        Matched = "matched",
+        /// It was waiting for this message (rule 12).
+        PendingOperation = "pending_operation",
+    }
+}
+
+/// What a call gave: the `reason_code` of an execution event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecutionReason {
+    Ok,
+    Empty,
+    Failed(FailureReason),
+}
+
+impl ExecutionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionReason::Ok => "ok",
+            ExecutionReason::Empty => "empty",
+            ExecutionReason::Failed(reason) => reason.as_str(),
+        }
+    }
+}
+
+/// The `reason_code` of a trace event, by stage: each stage's own closed
+/// set, written as its word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReasonCode {
+    Selection(SelectionReason),
+    Execution(ExecutionReason),
+    Response(Reason),
+}
+
+impl ReasonCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasonCode::Selection(r) => r.as_str(),
+            ReasonCode::Execution(r) => r.as_str(),
+            ReasonCode::Response(r) => r.as_str(),
+        }
+    }
+}
+
+impl serde::Serialize for ReasonCode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct Timing {
     pub preparation: Duration,
@@ -57,33 +111,33 @@ impl Trace {
         stage: TraceStage,
         status: TraceStatus,
         capability: Option<(&str, i64)>,
-        reason_code: &str,
+        reason_code: ReasonCode,
     ) {
         self.events.push(TraceEvent {
             capability: capability.map(|(name, _)| name.to_owned()),
             ordinal: self.events.len() + 1,
-            reason_code: reason_code.to_owned(),
+            reason_code,
             revision: capability.map(|(_, revision)| revision),
             stage,
             status,
         });
     }
 
-    pub fn selected(&mut self, capability: &str, revision: i64, reason_code: &str) {
+    pub fn selected(&mut self, capability: &str, revision: i64, reason: SelectionReason) {
         self.push(
             TraceStage::Selection,
             TraceStatus::Selected,
             Some((capability, revision)),
-            reason_code,
+            ReasonCode::Selection(reason),
         );
     }
 
-    pub fn executed(&mut self, capability: &str, revision: i64, reason_code: &str) {
+    pub fn executed(&mut self, capability: &str, revision: i64, reason: ExecutionReason) {
         self.push(
             TraceStage::Execution,
             TraceStatus::ResultReceived,
             Some((capability, revision)),
-            reason_code,
+            ReasonCode::Execution(reason),
         );
     }
 
@@ -92,7 +146,7 @@ impl Trace {
             TraceStage::ResponseGeneration,
             TraceStatus::ResponseGenerated,
             None,
-            reason.as_str(),
+            ReasonCode::Response(reason),
         );
     }
 

@@ -18,12 +18,14 @@ use super::capabilities::{owned, parse_id};
 use super::error::{ApiError, FlatError, Violation};
 use super::json_body::JsonBody;
 use crate::clock::{now_millis, to_rfc3339};
-use crate::executor::{CallFailure, CallResult, CapabilityAtRevision, FailureSummary};
+use crate::executor::{
+    CallFailure, CallResult, CapabilityAtRevision, FailureReason, FailureSummary,
+};
 use crate::store::capability_tests::{TestRecord, TestStatus};
 
 pub const MAX_TEST_BODY_BYTES: usize = 64 * 1024;
 /// The reason of a test refused before any call (the executor's own word).
-const ARGUMENTS_INVALID: &str = "arguments_invalid";
+const ARGUMENTS_INVALID: FailureReason = FailureReason::ArgumentsInvalid;
 
 /// The request body: `{arguments: object}` and nothing else.
 #[derive(serde::Deserialize, utoipa::ToSchema)]
@@ -133,7 +135,7 @@ impl Outcome {
     fn refused(message: &str, violations: Vec<Violation>) -> Self {
         Outcome {
             status: TestStatus::Failed,
-            reason: Some(ARGUMENTS_INVALID.to_owned()),
+            reason: Some(ARGUMENTS_INVALID.as_str().to_owned()),
             message: Some(message.to_owned()),
             output: None,
             violations: Some(violations),
@@ -262,7 +264,7 @@ async fn run(
             let summary = FailureSummary::from(failure);
             Outcome {
                 status: TestStatus::Failed,
-                reason: Some(summary.reason.to_owned()),
+                reason: Some(summary.reason.as_str().to_owned()),
                 message: Some(summary.message),
                 output: None,
                 violations: None,

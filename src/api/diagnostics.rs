@@ -11,7 +11,7 @@ use super::auth::Caller;
 use super::error::{ApiError, FlatError};
 use super::json_body::JsonBody;
 use crate::clock::to_rfc3339;
-use crate::domain::diagnostics::DiagnosticMode;
+use crate::domain::diagnostics::{DiagnosticMode, GapKind, GapReason};
 use crate::domain::text::check_bounded;
 use crate::store::gap_events::GapCursor;
 
@@ -34,23 +34,16 @@ pub struct GapEventView {
     #[serde(skip_serializing_if = "Option::is_none")]
     conversation_id: Option<String>,
     id: String,
-    #[schema(value_type = GapKind)]
-    kind: String,
+    kind: GapKind,
     /// Only in `text` mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     message_text: Option<String>,
     #[schema(format = DateTime)]
     occurred_at: String,
-    reason_code: String,
-}
-
-/// The kinds of gap event (2.10).
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)] // The stored kind is text; this names its values in the document.
-#[serde(rename_all = "snake_case")]
-pub enum GapKind {
-    CoverageGap,
-    AgentDeadEnd,
+    /// A diagnostic code; the set may grow, so clients parse it tolerantly
+    /// (contract 9).
+    #[schema(value_type = String)]
+    reason_code: GapReason,
 }
 
 /// The report: the mode it was shown in, the events newest first, and the

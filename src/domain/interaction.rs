@@ -4,6 +4,15 @@
 use super::closed_set::closed_set;
 
 closed_set! {
+    /// The kind of an interaction the service issues (its `type`): a
+    /// confirmation of one prepared operation, or a selection among several.
+    pub enum InteractionType {
+        ConfirmOperation = "confirm_operation",
+        Selection = "selection",
+    }
+}
+
+closed_set! {
     /// An interaction's state: `pending`, then one terminal status.
     pub enum InteractionStatus {
         Pending = "pending",

@@ -9,5 +9,6 @@ pub mod id;
 pub mod idempotency;
 pub mod interaction;
 pub mod language;
+pub mod message;
 pub mod policy;
 pub mod text;

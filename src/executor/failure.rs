@@ -4,6 +4,8 @@
 use serde::Serialize;
 
 use super::address_guard::AddressRefused;
+use crate::domain::closed_set::closed_set;
+use crate::domain::diagnostics::GapReason;
 use crate::sandbox::Violation;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -37,23 +39,50 @@ pub enum CallFailure {
     SigningFailed,
 }
 
+closed_set! {
+    /// Why a call failed: the stable reason code recorded with it, shown in
+    /// a contract test's result and in gap events.
+    pub enum FailureReason {
+        ArgumentsInvalid = "arguments_invalid",
+        CredentialUnavailable = "credential_unavailable",
+        AddressRefused = "address_refused",
+        ConnectFailed = "connect_failed",
+        Timeout = "timeout",
+        HttpStatus = "http_status",
+        RedirectRefused = "redirect_refused",
+        ResponseTooLarge = "response_too_large",
+        NotJson = "not_json",
+        OutputInvalid = "output_invalid",
+        InteractionInvalid = "interaction_invalid",
+        SandboxFault = "sandbox_fault",
+        SigningFailed = "signing_failed",
+    }
+}
+
+/// Each failure is a gap's reason of the same word.
+impl From<FailureReason> for GapReason {
+    fn from(reason: FailureReason) -> Self {
+        GapReason::parse(reason.as_str()).expect("every failure reason is a gap reason")
+    }
+}
+
 impl CallFailure {
-    /// The stable reason code recorded with a failed call.
-    pub fn reason_code(&self) -> &'static str {
+    /// The stable reason recorded with a failed call.
+    pub fn reason(&self) -> FailureReason {
         match self {
-            CallFailure::ArgumentsInvalid(_) => "arguments_invalid",
-            CallFailure::CredentialUnavailable => "credential_unavailable",
-            CallFailure::AddressRefused(_) => "address_refused",
-            CallFailure::ConnectFailed => "connect_failed",
-            CallFailure::Timeout { .. } => "timeout",
-            CallFailure::HttpStatus { .. } => "http_status",
-            CallFailure::RedirectRefused { .. } => "redirect_refused",
-            CallFailure::ResponseTooLarge { .. } => "response_too_large",
-            CallFailure::NotJson => "not_json",
-            CallFailure::OutputInvalid(_) => "output_invalid",
-            CallFailure::InteractionInvalid(_) => "interaction_invalid",
-            CallFailure::SandboxFault(_) => "sandbox_fault",
-            CallFailure::SigningFailed => "signing_failed",
+            CallFailure::ArgumentsInvalid(_) => FailureReason::ArgumentsInvalid,
+            CallFailure::CredentialUnavailable => FailureReason::CredentialUnavailable,
+            CallFailure::AddressRefused(_) => FailureReason::AddressRefused,
+            CallFailure::ConnectFailed => FailureReason::ConnectFailed,
+            CallFailure::Timeout { .. } => FailureReason::Timeout,
+            CallFailure::HttpStatus { .. } => FailureReason::HttpStatus,
+            CallFailure::RedirectRefused { .. } => FailureReason::RedirectRefused,
+            CallFailure::ResponseTooLarge { .. } => FailureReason::ResponseTooLarge,
+            CallFailure::NotJson => FailureReason::NotJson,
+            CallFailure::OutputInvalid(_) => FailureReason::OutputInvalid,
+            CallFailure::InteractionInvalid(_) => FailureReason::InteractionInvalid,
+            CallFailure::SandboxFault(_) => FailureReason::SandboxFault,
+            CallFailure::SigningFailed => FailureReason::SigningFailed,
         }
     }
 
@@ -81,15 +110,27 @@ impl CallFailure {
 /// The sanitized summary stored and returned for a failed call.
 #[derive(Debug, Clone, Serialize)]
 pub struct FailureSummary {
-    pub reason: &'static str,
+    pub reason: FailureReason,
     pub message: String,
 }
 
 impl From<&CallFailure> for FailureSummary {
     fn from(failure: &CallFailure) -> Self {
         FailureSummary {
-            reason: failure.reason_code(),
+            reason: failure.reason(),
             message: failure.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_failure_reason_is_a_gap_reason() {
+        for reason in FailureReason::ALL {
+            assert_eq!(GapReason::from(*reason).as_str(), reason.as_str());
         }
     }
 }

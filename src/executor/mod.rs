@@ -27,7 +27,7 @@ use crate::signing::{ContextClaims, Signer};
 use crate::store::Store;
 use crate::vault;
 use address_guard::{AddressPolicy, AddressRefused, NameLookup, SystemLookup};
-pub use failure::{CallFailure, FailureSummary};
+pub use failure::{CallFailure, FailureReason, FailureSummary};
 use outbound::{Exchange, HttpCaller};
 
 /// A capability at one revision, as the executor calls it.
@@ -119,7 +119,7 @@ impl Executor {
         let outcome = self.run(&call, &mut timing, &mut attempts).await;
         if let Err(failure) = &outcome {
             tracing::info!(capability = %call.capability.id, revision = call.capability.revision,
-                reason = failure.reason_code(), attempts, "capability call failed");
+                reason = failure.reason().as_str(), attempts, "capability call failed");
         }
         CallReport {
             outcome,

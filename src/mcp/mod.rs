@@ -314,7 +314,7 @@ impl McpServer {
                 .outcome
                 .as_ref()
                 .err()
-                .map(|f| f.reason_code().to_owned()),
+                .map(|f| f.reason().as_str().to_owned()),
             attempts: i64::from(report.attempts),
             duration_ms,
             created_at: now_millis(),

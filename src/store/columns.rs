@@ -7,10 +7,11 @@ use sqlx::{Database, Decode, Encode, Type};
 
 use crate::domain::capability::{LifecycleStatus, RevisionChange};
 use crate::domain::credential::{AuthType, CredentialStatus};
-use crate::domain::interaction::InteractionStatus;
+use crate::domain::diagnostics::{GapKind, GapReason};
+use crate::domain::interaction::{InteractionStatus, InteractionType};
 use crate::domain::language::Language;
+use crate::domain::message::MessageRole;
 use crate::store::capability_tests::TestStatus;
-use crate::store::conversations::MessageRole;
 use crate::store::idempotency::IdempotencyState;
 use crate::store::mcp_calls::McpCallStatus;
 use crate::store::platform::InboundState;
@@ -64,6 +65,9 @@ text_column!(
     AuthType,
     CredentialStatus,
     InteractionStatus,
+    InteractionType,
+    GapKind,
+    GapReason,
     Language,
     TestStatus,
     McpCallStatus,

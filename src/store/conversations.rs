@@ -10,8 +10,7 @@ use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
 use crate::domain::account::AccountId;
-use crate::domain::closed_set::closed_set;
-use crate::domain::interaction::InteractionStatus;
+use crate::domain::interaction::{InteractionStatus, InteractionType};
 use crate::domain::language::Language;
 
 /// A conversation the store found for an account. Only
@@ -52,13 +51,7 @@ impl ConversationRow {
     }
 }
 
-closed_set! {
-    /// Who wrote a stored message.
-    pub enum MessageRole {
-        User = "user",
-        Assistant = "assistant",
-    }
-}
+pub use crate::domain::message::MessageRole;
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct StoredMessage {
@@ -87,7 +80,7 @@ pub struct StoredPending {
 pub struct InteractionRow {
     pub id: String,
     pub conversation_id: String,
-    pub kind: String,
+    pub kind: InteractionType,
     pub operation: String,
     pub status: InteractionStatus,
     pub expires_at: i64,
@@ -103,7 +96,7 @@ pub struct NewMessage<'a> {
 
 pub struct NewInteraction<'a> {
     pub id: &'a str,
-    pub kind: &'a str,
+    pub kind: InteractionType,
     pub operation: &'a str,
     pub expires_at: i64,
 }

@@ -3,12 +3,13 @@
 
 use super::{Store, StoreResult, on_pool};
 use crate::domain::account::AccountId;
+use crate::domain::diagnostics::{GapKind, GapReason};
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct GapEvent {
     pub id: String,
-    pub kind: String,
-    pub reason_code: String,
+    pub kind: GapKind,
+    pub reason_code: GapReason,
     pub conversation_id: Option<String>,
     pub capability: Option<String>,
     pub message_text: Option<String>,

@@ -22,7 +22,8 @@ pub struct McpCallRecord {
     pub capability_id: String,
     pub revision: i64,
     pub status: McpCallStatus,
-    /// The failure's reason code (`timeout`, `arguments_invalid`, …).
+    /// Why it failed: the executor's reason word (`timeout`,
+    /// `arguments_invalid`, …), kept as text like a contract test's.
     pub reason: Option<String>,
     pub attempts: i64,
     pub duration_ms: i64,

@@ -484,6 +484,52 @@ async fn rule_10_opaque_references_reach_only_the_host_response(backend: Backend
     }
 }
 
+/// A custom guest's selection whose options are not objects (issue 25): the
+/// turn answers the failed text and records where the guest's output broke
+/// the closed interaction object; nothing of it reaches the host.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_10_a_guest_interaction_outside_the_closed_object_is_refused_where_it_breaks(
+    backend: Backend,
+) {
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guests/odd-interaction");
+    let guest = warden_guest_build::build_guest(
+        &source,
+        "odd_interaction_guest",
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+    );
+    let shop = Shop::open_with(TestApp::spawn_with_guest(backend, guest).await).await;
+    let (status, body) = shop
+        .say(
+            None,
+            "Quiero cambiar la dirección de envío del pedido A-2002",
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.get("interaction").is_none(), "{body}");
+    let events = trace(&body);
+    assert!(
+        events
+            .iter()
+            .any(|(stage, _, reason)| stage == "execution" && reason == "interaction_invalid"),
+        "{body}"
+    );
+    assert_eq!(events.last().unwrap().2, "capability_failed", "{body}");
+    let (_, gaps) = shop.app.get_capability_gaps(&shop.key, "").await;
+    assert_eq!(
+        gaps["events"][0]["reason_code"], "interaction_invalid",
+        "{gaps}"
+    );
+    assert_eq!(gaps["events"][0]["kind"], "agent_dead_end", "{gaps}");
+    for secret in [SELECTION_REF, OPTION_REF] {
+        assert!(
+            !body.to_string().contains(secret),
+            "{secret} reached the host"
+        );
+    }
+}
+
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rule_11_and_12_images_are_never_stored_and_pending_operations_complete_or_cancel(
@@ -646,4 +692,31 @@ async fn the_trace_and_benchmark_observation_have_the_documented_shape(backend: 
     );
     assert_eq!(body["message"]["role"], "assistant");
     assert_eq!(body["message"]["type"], "text");
+}
+
+/// How often one turn tokenises its message (issue 25: it is read once,
+/// `language::Said`). Debug builds count the tokenisations of texts holding
+/// the probe word; the turn here selects, calls and answers from a result.
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_tokenises_its_message_once() {
+    use warden::agent::language::words::probe;
+    let shop = Shop::open(Backend::Sqlite).await;
+    let mut counts = Vec::new();
+    let m = probe::MARKER;
+    for message in [
+        // A look-up answered from the result.
+        format!("{m} dónde está mi pedido A-1001 {m}?"),
+        // A preparation: an interaction.
+        format!("{m} quiero cambiar la dirección de envío del pedido A-1001 {m}"),
+        // Two questions: the planner's focus has three parts.
+        format!("{m} dónde está mi pedido A-1001 y qué pedidos tiene Luis Gómez {m}?"),
+    ] {
+        let before = probe::tokenised();
+        let (status, body) = shop.say(None, &message).await;
+        assert_eq!(status, 200, "{body}");
+        counts.push(probe::tokenised() - before);
+    }
+    eprintln!("tokenisations of the message per turn: {counts:?}");
+    assert!(counts.iter().all(|n| *n == 1), "{counts:?}");
 }

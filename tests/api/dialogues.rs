@@ -709,7 +709,7 @@ impl<'s> World<'s> {
             .unwrap_or_else(|| json!({"version": 1}));
         let instructions = policy["instructions"]
             .as_str()
-            .unwrap_or(warden::agent::engine::DEFAULT_INSTRUCTIONS)
+            .unwrap_or(warden::agent::planner::DEFAULT_INSTRUCTIONS)
             .to_owned();
         policy["instructions"] = json!(format!("{instructions}\n{}", marker(&self.script)));
         let (status, body) = self.app.put_policy(&self.key, &policy).await;

@@ -2,6 +2,7 @@
 
 use crate::helpers::*;
 use serde_json::json;
+use warden::domain::diagnostics::{GapKind, GapReason};
 use warden::store::gap_events::GapEvent;
 
 async fn seed(app: &TestApp, account: &str, events: &[(&str, i64, &str)]) {
@@ -10,11 +11,11 @@ async fn seed(app: &TestApp, account: &str, events: &[(&str, i64, &str)]) {
         let event = GapEvent {
             id: (*id).into(),
             kind: if id.ends_with('d') {
-                "agent_dead_end".into()
+                GapKind::AgentDeadEnd
             } else {
-                "coverage_gap".into()
+                GapKind::CoverageGap
             },
-            reason_code: "no_capability".into(),
+            reason_code: GapReason::NoMatchingCapability,
             conversation_id: Some("conv_1".into()),
             capability: None,
             message_text: Some((*text).into()),

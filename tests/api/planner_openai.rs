@@ -3,12 +3,14 @@
 
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+use warden::agent::language::Said;
 use warden::agent::planner::openai::{OpenAiConfig, OpenAiPlanner};
 use warden::agent::planner::{
     CapabilityOffer, EffectivePolicy, HistoryEntry, Offered, Plan, PlanOutcome, PlanRequest,
-    PlannerError, ReplyRequest, Role,
+    PlannerError, ReplyRequest,
 };
 use warden::channel::image::{ImageFormat, InboundImage};
+use warden::domain::message::MessageRole;
 
 use crate::helpers::fake_inference::{FakeInference, FakeReply};
 
@@ -90,7 +92,7 @@ async fn plan_with(replies: Vec<FakeReply>) -> (FakeInference, Result<PlanOutcom
         policy: &policy,
         capabilities: &offered,
         history: &[],
-        message: "¿Dónde está mi pedido A-123?",
+        said: &Said::new("¿Dónde está mi pedido A-123?"),
         image: None,
         previous_capability: None,
     };
@@ -263,7 +265,7 @@ async fn a_hanging_backend_is_unavailable_within_the_timeout() {
         policy: &policy,
         capabilities: &[],
         history: &[],
-        message: "hola",
+        said: &Said::new("hola"),
         image: None,
         previous_capability: None,
     };
@@ -296,7 +298,7 @@ async fn a_refused_connection_is_unavailable() {
         policy: &policy,
         capabilities: &[],
         history: &[],
-        message: "hola",
+        said: &Said::new("hola"),
         image: None,
         previous_capability: None,
     };
@@ -390,7 +392,7 @@ async fn no_tools_are_offered_when_there_are_no_capabilities() {
         policy: &policy,
         capabilities: &[],
         history: &[],
-        message: "hola",
+        said: &Said::new("hola"),
         image: None,
         previous_capability: None,
     };
@@ -419,9 +421,9 @@ async fn history_is_bounded_to_the_last_twelve_entries() {
     let history: Vec<HistoryEntry> = (0..20)
         .map(|i| HistoryEntry {
             role: if i % 2 == 0 {
-                Role::User
+                MessageRole::User
             } else {
-                Role::Assistant
+                MessageRole::Assistant
             },
             text: format!("turn {i}"),
         })
@@ -431,7 +433,7 @@ async fn history_is_bounded_to_the_last_twelve_entries() {
         policy: &policy,
         capabilities: &[],
         history: &history,
-        message: "and now?",
+        said: &Said::new("and now?"),
         image: None,
         previous_capability: None,
     };
@@ -471,7 +473,7 @@ async fn an_image_is_sent_inline_as_a_data_url() {
         policy: &policy,
         capabilities: &[],
         history: &[],
-        message: "¿Qué pedido es este?",
+        said: &Said::new("¿Qué pedido es este?"),
         image: Some(&image),
         previous_capability: None,
     };

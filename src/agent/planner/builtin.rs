@@ -31,10 +31,8 @@ use std::hash::BuildHasher;
 
 use super::{CapabilityOffer, Offered, Plan, PlanOutcome, PlanRequest};
 use crate::agent::arguments;
-use crate::agent::language::{
-    has_operation_intent, is_greeting, is_interrogative, is_only_greeting, is_stopword, words,
-};
-use crate::agent::lexicon;
+use crate::agent::language::lexicon::{self, Concept, keys};
+use crate::agent::language::{Focus, Language, Said, words};
 
 pub const MODEL_NAME: &str = "warden-builtin";
 
@@ -52,21 +50,22 @@ impl BuiltinPlanner {
 }
 
 fn decide(request: &PlanRequest<'_>) -> Plan {
-    if is_only_greeting(request.message) {
+    let said = request.said;
+    if said.is_only_greeting() {
         return Plan::Answer {
-            text: greeting(request.message).to_owned(),
+            text: greeting(said).to_owned(),
         };
     }
     let index = Index::of(request.capabilities);
     let eligible = Eligible::of(request, &index);
-    for focus in focus(request.message) {
+    for focus in said.focus() {
         if let Some(capability) = select(request, &index, &eligible, focus) {
             return Plan::Call {
                 capability: capability.name.clone(),
                 arguments: arguments::extract(
                     &capability.input_schema,
                     capability.patterns,
-                    request.message,
+                    said.text(),
                 ),
             };
         }
@@ -74,7 +73,7 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
     // "¿Y la Tienda Triana?", "and tomorrow?": a short follow-up that names
     // no capability asks the last one again.
     if let Some(i) = follow_up_of(request, &eligible)
-        && !index.has_uncovered_topic(request.message)
+        && !index.has_uncovered_topic(&said.whole().concepts)
     {
         let capability = &request.capabilities[i];
         return Plan::Call {
@@ -82,17 +81,22 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
             arguments: arguments::extract(
                 &capability.input_schema,
                 capability.patterns,
-                request.message,
+                said.text(),
             ),
         };
     }
-    if is_greeting(request.message) {
+    if said.is_greeting() {
         return Plan::Answer {
-            text: greeting(request.message).to_owned(),
+            text: greeting(said).to_owned(),
         };
     }
     let topics = &request.policy.topics;
-    let message_keys = keys(request.message);
+    let message_keys: HashSet<String> = said
+        .whole()
+        .content
+        .iter()
+        .map(|(k, _)| k.clone())
+        .collect();
     if !topics.is_empty() && !topics.iter().any(|(n, d)| overlaps(&message_keys, n, d)) {
         return Plan::OutOfScope;
     }
@@ -106,16 +110,16 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
 /// scored without its patterned values, so this follows `select`'s own
 /// threshold ([`word_score`]).
 pub fn consults(request: &PlanRequest<'_>) -> Vec<usize> {
-    if is_only_greeting(request.message) {
+    if request.said.is_only_greeting() {
         return Vec::new();
     }
     let index = Index::of(request.capabilities);
     let eligible = Eligible::of(request, &index);
     let mut out: Vec<usize> = Vec::new();
-    for focus in focus(request.message) {
-        let focus_words = content_words(focus);
-        for i in index.sharing(&focus_words) {
-            if eligible.contains(i) && word_score(&index, i, &focus_words) >= MIN_WORD_SCORE {
+    for focus in request.said.focus() {
+        let focus_words = &focus.content;
+        for i in index.sharing(focus_words) {
+            if eligible.contains(i) && word_score(&index, i, focus_words) >= MIN_WORD_SCORE {
                 out.push(i);
             }
         }
@@ -129,7 +133,7 @@ pub fn consults(request: &PlanRequest<'_>) -> Vec<usize> {
 /// The conversation's last capability, when it is still offered and eligible.
 fn follow_up_of(request: &PlanRequest<'_>, eligible: &Eligible) -> Option<usize> {
     let previous = request.previous_capability?;
-    if !is_follow_up(request.message) {
+    if !is_follow_up(request.said.words()) {
         return None;
     }
     (0..request.capabilities.len())
@@ -146,12 +150,9 @@ struct Eligible {
 
 impl Eligible {
     fn of(request: &PlanRequest<'_>, index: &Index) -> Eligible {
-        let intent = has_operation_intent(request.message);
-        let asked_operations: HashSet<&str> = lexicon::concepts(request.message)
-            .into_iter()
-            .filter(|c| c.operation)
-            .map(|c| c.key)
-            .collect();
+        let intent = request.said.has_operation_intent();
+        let asked_operations: HashSet<&str> =
+            request.said.asked_operations().iter().copied().collect();
         let refused = index
             .preparations
             .iter()
@@ -205,12 +206,12 @@ fn select<'r, 'c>(
     request: &'r PlanRequest<'c>,
     index: &Index,
     eligible: &Eligible,
-    focus: &str,
+    focus: &Focus,
 ) -> Option<&'r Offered<'c>> {
-    if index.has_uncovered_topic(focus) {
+    if index.has_uncovered_topic(&focus.concepts) {
         return None;
     }
-    let focus_words = content_words(focus);
+    let focus_words = &focus.content;
     let family = request
         .previous_capability
         .map(|name| keys(&name.replace(['_', '-'], " ")))
@@ -218,16 +219,17 @@ fn select<'r, 'c>(
     let mut best: Option<(f64, usize)> = None;
     // Only capabilities sharing a key or a word can reach the threshold;
     // ascending, so a tie still goes to the earlier offered one.
-    for i in index.sharing(&focus_words) {
+    for i in index.sharing(focus_words) {
         if !eligible.contains(i) {
             continue;
         }
         let capability = &request.capabilities[i];
-        let mut score = word_score(index, i, &focus_words);
+        let mut score = word_score(index, i, focus_words);
         if score < MIN_WORD_SCORE {
             continue;
         }
-        let provided = arguments::extract(&capability.input_schema, capability.patterns, focus);
+        let provided =
+            arguments::extract(&capability.input_schema, capability.patterns, &focus.text);
         score += arguments::required(&capability.input_schema)
             .iter()
             .filter(|r| provided.contains_key(**r))
@@ -409,164 +411,30 @@ impl Index {
         (1.0 + total / mentions).ln()
     }
 
-    /// The text asks for something specific no offered capability speaks of.
-    fn has_uncovered_topic(&self, text: &str) -> bool {
-        lexicon::concepts(text)
+    /// Words of these concepts ask for something specific no offered
+    /// capability speaks of.
+    fn has_uncovered_topic(&self, concepts: &[&'static Concept]) -> bool {
+        concepts
             .iter()
             .any(|c| c.topic && !self.mentions.contains_key(c.key))
     }
 }
 
-/// The parts of a message to select for, most telling first: with several
-/// clauses, the questions in the order asked; then the whole message.
-fn focus(message: &str) -> Vec<&str> {
-    let mut questions = Vec::new();
-    let mut clauses = 0;
-    for (sentence, asked) in sentences(message) {
-        for clause in split_before_questions(sentence) {
-            clauses += 1;
-            let first = words(clause)
-                .into_iter()
-                .find(|w| !matches!(w.as_str(), "y" | "and" | "e" | "pero" | "but"));
-            if asked || first.as_deref().is_some_and(is_interrogative) {
-                questions.push(clause);
-            }
-        }
+fn greeting(said: &Said) -> &'static str {
+    match said.language() {
+        Language::English => "Hello! How can I help you?",
+        Language::Spanish => "¡Hola! ¿En qué puedo ayudarte?",
     }
-    let mut out = Vec::new();
-    if clauses > 1 {
-        out.extend(questions);
-    }
-    out.push(message);
-    out
-}
-
-/// Sentences, each with whether it was asked (`¿…?` or ending in `?`).
-fn sentences(message: &str) -> Vec<(&str, bool)> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut opened = false;
-    for (at, ch) in message.char_indices() {
-        match ch {
-            '¿' => {
-                let before = message[start..at].trim();
-                if !before.is_empty() {
-                    out.push((before, false));
-                }
-                start = at + ch.len_utf8();
-                opened = true;
-            }
-            '?' | '.' | '!' | ';' | '\n' => {
-                let text = message[start..at].trim();
-                if !text.is_empty() {
-                    out.push((text, opened || ch == '?'));
-                }
-                start = at + ch.len_utf8();
-                opened = false;
-            }
-            _ => {}
-        }
-    }
-    let rest = message[start..].trim();
-    if !rest.is_empty() {
-        out.push((rest, opened));
-    }
-    out
-}
-
-/// "¿Dónde está mi pedido y qué pedidos tiene Luis?" → two clauses: a
-/// sentence is cut before "y"/"and" (or a comma) followed by a question word.
-fn split_before_questions(sentence: &str) -> Vec<&str> {
-    let mut cuts = Vec::new();
-    let tokens: Vec<(usize, &str)> = sentence
-        .split_whitespace()
-        .map(|t| (t.as_ptr() as usize - sentence.as_ptr() as usize, t))
-        .collect();
-    for (i, (at, token)) in tokens.iter().enumerate() {
-        let folded =
-            crate::agent::language::fold(token.trim_matches(|c: char| !c.is_alphanumeric()));
-        let joins = matches!(folded.as_str(), "y" | "and" | "e");
-        // "y qué…", "and what…", "y a qué hora…", "and at what time…".
-        let asks_at = |j: usize| {
-            tokens
-                .get(j)
-                .is_some_and(|(_, t)| words(t).first().is_some_and(|w| is_interrogative(w)))
-        };
-        let preposition = tokens.get(i + 1).is_some_and(|(_, t)| {
-            matches!(
-                crate::agent::language::fold(t).as_str(),
-                "a" | "de" | "en" | "por" | "para" | "con" | "at" | "in" | "for" | "on" | "to"
-            )
-        });
-        let next_asks = asks_at(i + 1) || (preposition && asks_at(i + 2));
-        let after_comma = i > 0 && tokens[i - 1].1.ends_with(',');
-        let asks_here = words(token).first().is_some_and(|w| is_interrogative(w));
-        if (i > 0 && next_asks && joins) || (after_comma && asks_here) {
-            cuts.push(*at);
-        }
-    }
-    let mut out = Vec::new();
-    let mut start = 0;
-    for cut in cuts {
-        let part = sentence[start..cut].trim().trim_end_matches(',').trim();
-        if !part.is_empty() {
-            out.push(part);
-        }
-        start = cut;
-    }
-    let last = sentence[start..].trim();
-    if !last.is_empty() {
-        out.push(last);
-    }
-    out.into_iter()
-        .map(|part| {
-            ["y ", "Y ", "and ", "And ", "e "]
-                .iter()
-                .find_map(|c| part.strip_prefix(c))
-                .unwrap_or(part)
-                .trim()
-        })
-        .collect()
-}
-
-fn greeting(message: &str) -> &'static str {
-    match crate::agent::language::Language::of(message) {
-        crate::agent::language::Language::English => "Hello! How can I help you?",
-        crate::agent::language::Language::Spanish => "¡Hola! ¿En qué puedo ayudarte?",
-    }
-}
-
-/// Content words as `(key, word)`: the key is the word's concept in the
-/// bilingual lexicon ("puntos de fidelidad" meets "loyalty points") or its
-/// short stem ("pedidos" meets "pedido").
-fn content_words(text: &str) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for word in words(text).into_iter().filter(|w| !is_stopword(w)) {
-        let key = lexicon::concept(&word).map_or_else(|| stem(&word), |c| c.key.to_owned());
-        if !out.iter().any(|(k, _)| *k == key) {
-            out.push((key, word));
-        }
-    }
-    out
-}
-
-fn keys(text: &str) -> HashSet<String> {
-    content_words(text).into_iter().map(|(k, _)| k).collect()
 }
 
 /// "¿Y la Tienda Triana?", "and on Sunday?", "what about A-1002?".
-fn is_follow_up(message: &str) -> bool {
-    let w = words(message);
+fn is_follow_up(w: &[String]) -> bool {
     w.len() <= 8
         && (matches!(
             w.first().map(String::as_str),
             Some("y" | "and" | "e" | "tambien" | "also")
         ) || w.starts_with(&["what".into(), "about".into()])
             || w.starts_with(&["how".into(), "about".into()]))
-}
-
-fn stem(word: &str) -> String {
-    word.chars().take(5).collect()
 }
 
 fn overlaps(message: &HashSet<String>, name: &str, description: &str) -> bool {
@@ -633,13 +501,13 @@ mod tests {
     fn request<'a>(
         policy: &'a EffectivePolicy,
         offered: &'a [Offered<'a>],
-        message: &'a str,
+        said: &'a Said,
     ) -> PlanRequest<'a> {
         PlanRequest {
             policy,
             capabilities: offered,
             history: &[],
-            message,
+            said,
             image: None,
             previous_capability: None,
         }
@@ -660,7 +528,7 @@ mod tests {
             })
             .collect();
         BuiltinPlanner
-            .plan(&request(&policy, &offered, message))
+            .plan(&request(&policy, &offered, &Said::new(message)))
             .plan
     }
 
@@ -689,7 +557,8 @@ mod tests {
                 patterns: &none,
             })
             .collect();
-        let asked = request(&policy, &offered, "¿Dónde está mi pedido A-12?");
+        let message = Said::new("¿Dónde está mi pedido A-12?");
+        let asked = request(&policy, &offered, &message);
         assert_eq!(
             consults(&asked),
             vec![321],
@@ -708,14 +577,11 @@ mod tests {
             })
             .collect();
         assert_eq!(
-            BuiltinPlanner
-                .plan(&request(&policy, &some, asked.message))
-                .plan,
-            BuiltinPlanner
-                .plan(&request(&policy, &all, asked.message))
-                .plan,
+            BuiltinPlanner.plan(&request(&policy, &some, &message)).plan,
+            BuiltinPlanner.plan(&request(&policy, &all, &message)).plan,
         );
-        let catalogue = request(&policy, &offered, "Busca en el catálogo");
+        let catalogue = Said::new("Busca en el catálogo");
+        let catalogue = request(&policy, &offered, &catalogue);
         assert_eq!(
             consults(&catalogue).len(),
             500,
@@ -817,7 +683,9 @@ mod tests {
     fn the_first_question_is_answered_first() {
         let caps = shop();
         assert_eq!(
-            focus("¿Dónde está mi pedido A-12 y a qué hora abre la Tienda Centro?"),
+            crate::agent::language::sentences::focus(
+                "¿Dónde está mi pedido A-12 y a qué hora abre la Tienda Centro?"
+            ),
             [
                 "Dónde está mi pedido A-12",
                 "a qué hora abre la Tienda Centro",
@@ -842,7 +710,7 @@ mod tests {
             "shipping_details"
         );
         assert_eq!(
-            focus("Quiero devolver el pedido A-12"),
+            crate::agent::language::sentences::focus("Quiero devolver el pedido A-12"),
             ["Quiero devolver el pedido A-12"]
         );
     }

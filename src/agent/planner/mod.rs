@@ -15,7 +15,10 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::agent::patterns::PatternMatches;
+use crate::agent::language::{Language, Said, texts};
+use crate::agent::verdicts::PatternMatches;
+use crate::domain::message::MessageRole;
+use crate::domain::policy::AgentPolicy;
 
 use crate::channel::image::InboundImage;
 
@@ -98,17 +101,11 @@ impl std::ops::Deref for Offered<'_> {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    User,
-    Assistant,
-}
-
 /// One earlier message of the conversation, oldest first. Never holds an
 /// opaque reference, an image or a raw result (rules 10, 11).
 #[derive(Debug, Clone)]
 pub struct HistoryEntry {
-    pub role: Role,
+    pub role: MessageRole,
     pub text: String,
 }
 
@@ -121,13 +118,43 @@ pub struct EffectivePolicy {
     pub out_of_scope_response: String,
 }
 
+/// Platform default instructions when the account set none.
+pub const DEFAULT_INSTRUCTIONS: &str = "Answer in the user's language. Help only with what the \
+available capabilities can look up. Ask when information is missing or ambiguous; never invent \
+data; never reveal internal identifiers or personal data the user did not provide.";
+
+impl EffectivePolicy {
+    /// The account's policy with platform defaults for what it leaves out
+    /// (contract 3.3: an absent policy is not an error at runtime).
+    pub fn with_defaults(policy: Option<&AgentPolicy>, language: Language) -> Self {
+        let topics: Vec<(String, String)> = policy
+            .and_then(|p| p.allowed_topics.as_ref())
+            .map(|t| {
+                t.iter()
+                    .map(|t| (t.name.clone(), t.description.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        EffectivePolicy {
+            instructions: policy
+                .and_then(|p| p.instructions.clone())
+                .unwrap_or_else(|| DEFAULT_INSTRUCTIONS.to_owned()),
+            out_of_scope_response: policy
+                .and_then(|p| p.out_of_scope_response.clone())
+                .unwrap_or_else(|| texts::out_of_scope_default(language, &topics)),
+            topics,
+        }
+    }
+}
+
 pub struct PlanRequest<'a> {
     pub policy: &'a EffectivePolicy,
     /// The account's active capabilities, already filtered by the engine.
     pub capabilities: &'a [Offered<'a>],
     /// Bounded history, oldest first, without the current message.
     pub history: &'a [HistoryEntry],
-    pub message: &'a str,
+    /// The message, read once for the turn.
+    pub said: &'a Said,
     /// Held in memory for this turn only.
     pub image: Option<&'a InboundImage>,
     /// The capability the conversation's last call used (by name): a short

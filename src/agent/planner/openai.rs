@@ -18,9 +18,10 @@ use std::time::Duration;
 
 use super::{
     CapabilityOffer, EffectivePolicy, HistoryEntry, Offered, Plan, PlanOutcome, PlanRequest,
-    PlannerError, ReplyRequest, Role,
+    PlannerError, ReplyRequest,
 };
 use crate::channel::image::InboundImage;
+use crate::domain::message::MessageRole;
 
 /// HTTP calls per `plan` or `reply`: the first and at most one retry.
 const MAX_ATTEMPTS: u32 = 2;
@@ -406,7 +407,7 @@ fn read_reply(message: AssistantMessage) -> Result<String, String> {
 fn plan_body(model: &str, request: &PlanRequest<'_>) -> Value {
     let mut messages = vec![system_message(plan_instructions(request.policy))];
     messages.extend(history_messages(request.history));
-    messages.push(user_message(request.message, request.image));
+    messages.push(user_message(request.said.text(), request.image));
     let mut body = json!({ "model": model, "messages": messages });
     // Backends reject `tool_choice` without tools: offer none at all then.
     if !request.capabilities.is_empty() {
@@ -446,8 +447,8 @@ fn history_messages(history: &[HistoryEntry]) -> impl Iterator<Item = Value> + '
     let start = history.len().saturating_sub(MAX_HISTORY);
     history[start..].iter().map(|entry| {
         let role = match entry.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
+            MessageRole::User => "user",
+            MessageRole::Assistant => "assistant",
         };
         json!({ "role": role, "content": entry.text })
     })

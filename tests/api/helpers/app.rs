@@ -119,21 +119,16 @@ impl TestApp {
         .await
     }
 
-    async fn spawn_serving(
-        db: TestDb,
-        dev_allow_loopback: bool,
-        planner: PlannerArgs,
-        limits: warden::cli::ClientLimits,
-        platform: warden::cli::PlatformArgs,
-        prompt: warden::cli::PromptArgs,
-    ) -> Self {
-        Self::spawn_serving_mcp(
-            db,
-            dev_allow_loopback,
-            planner,
-            limits,
-            platform,
-            prompt,
+    /// A loopback-enabled server whose policy guest is the component at `guest`.
+    pub async fn spawn_with_guest(backend: Backend, guest: std::path::PathBuf) -> Self {
+        Self::spawn_serving_guest(
+            TestDb::new(backend).await,
+            Some(guest),
+            true,
+            Default::default(),
+            Default::default(),
+            Default::default(),
+            Default::default(),
             Default::default(),
         )
         .await
@@ -145,8 +140,9 @@ impl TestApp {
         mcp: warden::cli::McpArgs,
         limits: warden::cli::ClientLimits,
     ) -> Self {
-        Self::spawn_serving_mcp(
+        Self::spawn_serving_guest(
             db,
+            None,
             true,
             Default::default(),
             limits,
@@ -157,8 +153,31 @@ impl TestApp {
         .await
     }
 
-    async fn spawn_serving_mcp(
+    async fn spawn_serving(
         db: TestDb,
+        dev_allow_loopback: bool,
+        planner: PlannerArgs,
+        limits: warden::cli::ClientLimits,
+        platform: warden::cli::PlatformArgs,
+        prompt: warden::cli::PromptArgs,
+    ) -> Self {
+        Self::spawn_serving_guest(
+            db,
+            None,
+            dev_allow_loopback,
+            planner,
+            limits,
+            platform,
+            prompt,
+            Default::default(),
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn spawn_serving_guest(
+        db: TestDb,
+        policy_guest: Option<std::path::PathBuf>,
         dev_allow_loopback: bool,
         planner: PlannerArgs,
         limits: warden::cli::ClientLimits,
@@ -170,7 +189,7 @@ impl TestApp {
             docs_ui: false,
             listen: "127.0.0.1:0".parse().unwrap(),
             sandbox: warden::cli::SandboxArgs {
-                policy_guest: None,
+                policy_guest,
                 guest_cache_dir: Some(guest_cache_dir()),
                 dev_allow_loopback,
             },

@@ -1,14 +1,17 @@
 //! The service domain's words in Spanish and English, grouped by concept:
 //! "puntos de fidelidad" and "loyalty points" are the same two concepts, so
 //! a Spanish question finds a capability described in English and the other
-//! way round. Words are folded (`language::fold`); a word belongs to a
+//! way round. Words are folded (`words::fold`); a word belongs to a
 //! concept when it starts with one of the concept's stems.
 //!
 //! Used by the built-in planner to select capabilities, by `arguments` to
 //! tell a store's name from a city's, and by the engine to ask for a value
 //! in the conversation's language when the schema describes it in the other.
 
-use super::language::Language;
+use std::collections::HashSet;
+
+use super::words::{is_stopword, words};
+use crate::domain::language::Language;
 
 /// One concept of the lexicon.
 #[derive(Debug)]
@@ -259,9 +262,14 @@ pub fn concept(word: &str) -> Option<&'static Concept> {
 
 /// The concepts of a text's words, in order, without repeats.
 pub fn concepts(text: &str) -> Vec<&'static Concept> {
+    concepts_of(&words(text))
+}
+
+/// The concepts of folded words, in order, without repeats.
+pub fn concepts_of(words: &[String]) -> Vec<&'static Concept> {
     let mut out: Vec<&'static Concept> = Vec::new();
-    for word in super::language::words(text) {
-        if let Some(found) = concept(&word)
+    for word in words {
+        if let Some(found) = concept(word)
             && !out.iter().any(|c| c.key == found.key)
         {
             out.push(found);
@@ -270,13 +278,39 @@ pub fn concepts(text: &str) -> Vec<&'static Concept> {
     out
 }
 
+/// Content words as `(key, word)`: the key is the word's concept in the
+/// bilingual lexicon ("puntos de fidelidad" meets "loyalty points") or its
+/// short stem ("pedidos" meets "pedido"). Stopwords say nothing.
+pub fn content_words(words: &[String]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for word in words.iter().filter(|w| !is_stopword(w)) {
+        let key = concept(word).map_or_else(|| stem(word), |c| c.key.to_owned());
+        if !out.iter().any(|(k, _)| *k == key) {
+            out.push((key, word.clone()));
+        }
+    }
+    out
+}
+
+/// The keys of a text's content words.
+pub fn keys(text: &str) -> HashSet<String> {
+    content_words(&words(text))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect()
+}
+
+fn stem(word: &str) -> String {
+    word.chars().take(5).collect()
+}
+
 /// What a capability's keys stand for when a user's words are matched
 /// against them. A capability naming a narrow operation ("prepare_return")
 /// is also found by the broad word that covers it (Spanish "devolver"); one
 /// that says only the broad word ("Devolver el pedido") may be any of the
 /// operations it covers. A user's own keys are never widened: "refund" does
 /// not find a return.
-pub fn widen(keys: &mut std::collections::HashSet<String>) {
+pub fn widen(keys: &mut HashSet<String>) {
     for broad in LEXICON.iter().filter(|c| !c.covers.is_empty()) {
         if broad.covers.iter().any(|k| keys.contains(*k)) {
             keys.insert(broad.key.to_owned());

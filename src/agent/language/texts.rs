@@ -4,7 +4,7 @@
 
 use crate::domain::interaction::InteractionStatus;
 
-use super::language::Language;
+use crate::domain::language::Language;
 
 /// Rule 9: the not-found preparation text, exactly.
 pub const NOT_FOUND: &str = "No hay una operación disponible para esta consulta.";
@@ -178,15 +178,25 @@ fn sentence(title: &str) -> String {
     }
 }
 
+/// One fact of a result as the user reads it: a label (the output schema's
+/// `description` when it is short and in the conversation's language, the
+/// humanised field name otherwise; empty for a record of a list) and the
+/// value in words. `grounding` finds them; [`result_summary`] says them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fact {
+    pub label: String,
+    pub value: String,
+}
+
 /// A grounded reply written from the pruned result alone: one labelled
 /// fact on one line, a short list for several; a fact without a label (a
 /// record of a list) is its value alone.
-pub fn result_summary(language: Language, facts: &[super::grounding::Fact]) -> String {
+pub fn result_summary(language: Language, facts: &[Fact]) -> String {
     let intro = match language {
         Language::English => "Here is what I found:",
         Language::Spanish => "Esto es lo que encontré:",
     };
-    let line = |f: &super::grounding::Fact| {
+    let line = |f: &Fact| {
         if f.label.is_empty() {
             f.value.clone()
         } else {

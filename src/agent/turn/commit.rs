@@ -1,0 +1,128 @@
+//! The last stage: the turn written in one transaction (both messages, the
+//! interaction record, references and the pending change), then its gap
+//! event, the operator's log line, and the message response.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::context::Context;
+use super::outcome::{Gap, Outcome};
+use super::{BENCHMARK_METADATA_KEY, Engine, TurnError};
+use crate::agent::response::{AssistantMessage, BenchmarkObservation, MessageResponse};
+use crate::agent::trace::Trace;
+use crate::clock::now_millis;
+use crate::domain::diagnostics::DiagnosticMode;
+use crate::store::conversations::{NewConversation, NewInteraction, NewMessage, TurnRecord};
+use crate::store::gap_events::GapEvent;
+
+/// Writes the turn and answers it.
+pub(super) async fn commit(
+    engine: &Engine,
+    cx: &Context<'_>,
+    outcome: Outcome,
+    trace: Trace,
+    started: Instant,
+) -> Result<MessageResponse, TurnError> {
+    let inbound = cx.inbound;
+    let message_id = crate::agent::new_id("msg_");
+    let user_message_id = crate::agent::new_id("msg_");
+    let metadata =
+        (!inbound.metadata.is_empty()).then(|| Value::Object(inbound.metadata.clone()).to_string());
+    let Outcome {
+        text,
+        reason,
+        interaction,
+        set_references,
+        clear_references,
+        pending,
+        gap,
+        observation,
+        called,
+    } = outcome;
+    let record = TurnRecord {
+        conversation_id: &cx.conversation_id,
+        new_conversation: cx.existing.is_none().then_some(NewConversation {
+            user_id: inbound.user_id.as_deref(),
+        }),
+        decided_language: cx.decides_language.then_some(cx.language),
+        called_capability: called.as_deref(),
+        user_message: NewMessage {
+            id: &user_message_id,
+            body: &inbound.body,
+            metadata: metadata.as_deref(),
+        },
+        assistant_message: NewMessage {
+            id: &message_id,
+            body: &text,
+            metadata: None,
+        },
+        interaction: interaction.as_ref().map(|i| NewInteraction {
+            id: &i.id,
+            kind: i.kind,
+            operation: &i.operation,
+            expires_at: i.expires_at,
+        }),
+        set_references,
+        clear_references,
+        pending,
+    };
+    engine.store.commit_turn(cx.account, &record).await?;
+    if let Some(gap) = &gap {
+        record_gap(engine, cx, gap).await;
+    }
+
+    let run_id = crate::agent::new_id("run_");
+    // One line per turn for operators: what ran and why, never the text.
+    tracing::info!(
+        run = %run_id,
+        conversation = %cx.conversation_id,
+        capability = %observation.capability,
+        reason = reason.as_str(),
+        executor_attempts = trace.timing.executor_attempts,
+        e2e_ms = started.elapsed().as_millis() as u64,
+        "turn answered"
+    );
+    let benchmark_observation = match inbound.metadata.get(BENCHMARK_METADATA_KEY) {
+        Some(Value::String(correlation)) => Some(BenchmarkObservation {
+            argument_category: observation.argument_category,
+            capability: observation.capability,
+            correlation_id: correlation.clone(),
+            fixture_result: observation.fixture_result,
+            model: engine.planner.model().to_owned(),
+            status: 200,
+        }),
+        _ => None,
+    };
+    Ok(MessageResponse {
+        benchmark_observation,
+        capability_trace: trace.render(&run_id, &message_id, started.elapsed()),
+        conversation_id: cx.conversation_id.clone(),
+        interaction: interaction.map(|i| i.response),
+        message: AssistantMessage::text(message_id, text),
+    })
+}
+
+/// Records the turn's gap event, with the message text only when the
+/// account's diagnostic mode asks for it; a failure is logged, not fatal.
+async fn record_gap(engine: &Engine, cx: &Context<'_>, gap: &Gap) {
+    let mode = match engine.store.get_diagnostic_mode(cx.account).await {
+        Ok(mode) => mode.unwrap_or_default(),
+        Err(err) => {
+            tracing::warn!(error = %err, "gap event not recorded");
+            return;
+        }
+    };
+    let event = GapEvent {
+        id: crate::agent::new_id("gap_"),
+        kind: gap.kind,
+        reason_code: gap.reason,
+        conversation_id: Some(cx.conversation_id.clone()),
+        capability: gap.capability.clone(),
+        message_text: (mode == DiagnosticMode::Text).then(|| cx.inbound.body.clone()),
+        occurred_at: now_millis(),
+    };
+    if let Err(err) = engine.store.record_gap_event(cx.account, &event).await {
+        tracing::warn!(error = %err, "gap event not recorded");
+    }
+}

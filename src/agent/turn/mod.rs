@@ -1,0 +1,114 @@
+//! One user turn, from the parsed message to the stored reply, as a
+//! pipeline of stages, one file each. The planner proposes; the stages
+//! decide, and enforce contract section 1 whatever was proposed:
+//!
+//! 1. `context`: load the conversation, the policy (with platform
+//!    defaults), the active capabilities, history, references and the
+//!    pending operation, and derive once what later stages read: the
+//!    message read once (`language::Said`), its language, the pending
+//!    capability and the property it waits for, each capability's input
+//!    properties, the guest's pattern verdicts;
+//! 2. `decide`: the runtime rules, one function per rule family, reading
+//!    only the context; `fill` completes a call's arguments or asks;
+//!    `execute` makes the one call and writes the reply; `interaction`
+//!    builds the host's confirmation or selection as typed objects;
+//! 3. `commit`: the turn's messages, interaction, references and pending
+//!    change in one transaction, then the gap event and the response.
+//!
+//! | rule | where |
+//! |---|---|
+//! | 1 one call per turn | `decide` reaches `execute::call` at most once |
+//! | 2 no invented arguments | `fill::grounded`, `fill::complete`; the executor revalidates in the guest |
+//! | 3 history reuse, confirmation | `fill::complete` (history candidates), `decide::rule_03_proposal_refused` |
+//! | 4 name-like references | `fill::complete` + `references::harvest` |
+//! | 5 no internal identifiers | `grounding`, offers carry names only |
+//! | 6 grounded replies | `execute::reply_from_result`, fixed texts on empty or failed results |
+//! | 7 read-only | `decide::rule_07_offered`: only active (read-only) capabilities are offered or callable |
+//! | 8 just-in-time preparation | `decide::rule_08_preparation` |
+//! | 9 not-found text | `interaction::issue` |
+//! | 10 opaque refs | only in the response's typed interaction; never stored or sent to a model |
+//! | 11 images | held in `InboundMessage` for the turn only |
+//! | 12 pending operations, `cancelar` | `decide::rule_12_*`, `pending` |
+//! | 13 exclusion clause | `decide::rule_13_exclusion`, first, no executor I/O |
+
+mod commit;
+mod context;
+mod decide;
+mod execute;
+mod fill;
+mod interaction;
+mod outcome;
+
+use std::time::Instant;
+
+use warden_channel::inbound::InboundMessage;
+
+use super::catalog::Catalog;
+use super::planner::{Planner, PlannerError};
+use super::response::MessageResponse;
+use super::trace::Trace;
+use crate::crypto::master_key::Keyring;
+use crate::domain::account::AccountId;
+use crate::executor::Executor;
+use crate::store::{Store, StoreError};
+
+pub use context::HISTORY_MESSAGES;
+pub use interaction::{
+    Confirmation, Interaction, InteractionOption, MAX_INTERACTION_MILLIS, Preview, PreviewField,
+    Selection,
+};
+
+/// Metadata key that asks for a `benchmark_observation` (its value is the
+/// correlation id).
+pub const BENCHMARK_METADATA_KEY: &str = "benchmark_correlation_id";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("no such conversation")]
+    ConversationNotFound,
+    #[error(transparent)]
+    Inference(#[from] PlannerError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What a turn needs from the rest of the service.
+#[derive(Clone)]
+pub struct Engine {
+    store: Store,
+    executor: Executor,
+    planner: Planner,
+    keyring: Keyring,
+    catalog: Catalog,
+}
+
+impl Engine {
+    pub fn new(store: Store, executor: Executor, planner: Planner, keyring: Keyring) -> Self {
+        Engine {
+            store,
+            executor,
+            planner,
+            keyring,
+            catalog: Catalog::default(),
+        }
+    }
+
+    pub fn planner(&self) -> &Planner {
+        &self.planner
+    }
+
+    /// Runs one turn and answers the message response (contract 2.2).
+    pub async fn turn(
+        &self,
+        account: &AccountId,
+        inbound: &InboundMessage,
+    ) -> Result<MessageResponse, TurnError> {
+        let started = Instant::now();
+        let mut trace = Trace::default();
+        let context = context::load(self, account, inbound).await?;
+        trace.timing.preparation = started.elapsed();
+        let outcome = decide::decide(self, &context, &mut trace).await?;
+        trace.responded(outcome.reason);
+        commit::commit(self, &context, outcome, trace, started).await
+    }
+}
