@@ -233,7 +233,7 @@ async fn prompt_integration(
 ) -> anyhow::Result<Value> {
     use crate::prompt::manifest::{self, Bundle, BundleSettings, Manifest};
     use crate::store::prompt_integrations::{
-        NewPromptIntegration, PromptIntegrationRow, STATUS_ACTIVE, STATUS_DISABLED,
+        IntegrationStatus, NewPromptIntegration, PromptIntegrationRow,
     };
     let settings = |bundle: &crate::cli::BundleArgs| BundleSettings {
         public_base_url: bundle.public_base_url.clone(),
@@ -300,7 +300,7 @@ async fn prompt_integration(
         }
         PromptIntegrationCommand::Disable { id, bundle } => {
             if !store
-                .set_prompt_integration_status(&id, STATUS_DISABLED, now)
+                .set_prompt_integration_status(&id, IntegrationStatus::Disabled, now)
                 .await?
             {
                 bail!("no prompt integration with id {id:?}");
@@ -311,7 +311,7 @@ async fn prompt_integration(
         }
         PromptIntegrationCommand::Enable { id, bundle } => {
             if !store
-                .set_prompt_integration_status(&id, STATUS_ACTIVE, now)
+                .set_prompt_integration_status(&id, IntegrationStatus::Active, now)
                 .await?
             {
                 bail!("no prompt integration with id {id:?}");

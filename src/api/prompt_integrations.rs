@@ -41,7 +41,7 @@ use crate::domain::text::refuse_nul;
 use crate::prompt::challenge::Verdict;
 use crate::prompt::manifest::{Manifest, Origin, is_public_id};
 use crate::prompt::{self, seconds_until_midnight, token_hash, utc_day};
-use crate::store::prompt_integrations::{Burst, PromptIntegrationRow};
+use crate::store::prompt_integrations::{Burst, PromptIntegrationRow, PromptOutcome};
 
 /// Largest execute body read (413 beyond; a larger declared length is
 /// refused before reading anything).
@@ -347,7 +347,7 @@ async fn execute(
         .await
         .map_err(ApiError::from)?
     {
-        record(app, row, &day, "quota_exceeded").await;
+        record(app, row, &day, PromptOutcome::QuotaExceeded).await;
         return Err(Refused {
             error: ApiError::prompt(
                 PromptRefusal::DailyQuotaExceeded,
@@ -359,11 +359,11 @@ async fn execute(
     // 7 and 8; a failure gives the reservation back.
     let outcome = run_model(app, row, manifest, &request.input).await;
     let label = match &outcome {
-        Ok(_) => "succeeded",
+        Ok(_) => PromptOutcome::Succeeded,
         Err(Refused {
             error: ApiError::InferenceUnavailable(_),
             ..
-        }) => "inference_unavailable",
+        }) => PromptOutcome::InferenceUnavailable,
         Err(Refused {
             error:
                 ApiError::Prompt {
@@ -371,8 +371,8 @@ async fn execute(
                     ..
                 },
             ..
-        }) => "model_output_invalid",
-        Err(_) => "failed",
+        }) => PromptOutcome::ModelOutputInvalid,
+        Err(_) => PromptOutcome::Failed,
     };
     if outcome.is_err()
         && let Err(err) = app.store.release_prompt_quota(&row.id, &day).await
@@ -431,7 +431,7 @@ async fn run_model(
     Ok(data)
 }
 
-async fn record(app: &AppState, row: &PromptIntegrationRow, day: &str, outcome: &str) {
+async fn record(app: &AppState, row: &PromptIntegrationRow, day: &str, outcome: PromptOutcome) {
     let now = crate::clock::now_millis();
     if let Err(err) = app
         .store

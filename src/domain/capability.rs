@@ -290,7 +290,7 @@ pub struct CapabilityDefinition {
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct AuthSpec {
     #[serde(rename = "type")]
-    pub auth_type: String,
+    pub auth_type: super::credential::AuthType,
     pub credential_ref: String,
 }
 

@@ -4,8 +4,8 @@
 //! outside its set fails to decode rather than travelling on as a string.
 
 /// Declares `enum $name { $variant = "word", … }` with `as_str`, `parse`,
-/// `ALL`, `Display`, `Serialize` (as the word) and the OpenAPI schema (a
-/// string enum of the words).
+/// `ALL`, `Display`, `Serialize` and `Deserialize` (as the word; any other
+/// word is refused) and the OpenAPI schema (a string enum of the words).
 macro_rules! closed_set {
     (
         $(#[$meta:meta])*
@@ -37,6 +37,14 @@ macro_rules! closed_set {
         impl serde::Serialize for $name {
             fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let word = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(deserializer)?;
+                $name::parse(&word)
+                    .ok_or_else(|| serde::de::Error::unknown_variant(&word, &[$($word),+]))
             }
         }
 

@@ -197,8 +197,7 @@ pub fn is_public_id(id: &str) -> bool {
 pub struct Bundle {
     pub id: String,
     pub revision: i64,
-    /// `active` or `disabled`.
-    pub status: String,
+    pub status: crate::store::prompt_integrations::IntegrationStatus,
     /// The execute URL.
     pub endpoint: String,
     pub origin: String,
@@ -226,7 +225,7 @@ impl Bundle {
         Bundle {
             id: row.id.clone(),
             revision: row.revision,
-            status: row.status.clone(),
+            status: row.status,
             endpoint: format!(
                 "{}/v1/prompt-integrations/{}/execute",
                 settings.public_base_url.trim_end_matches('/'),

@@ -15,6 +15,7 @@ use crate::store::capability_tests::TestStatus;
 use crate::store::idempotency::IdempotencyState;
 use crate::store::mcp_calls::McpCallStatus;
 use crate::store::platform::InboundState;
+use crate::store::prompt_integrations::{IntegrationStatus, PromptOutcome};
 
 /// Implements `Type`, `Encode` and `Decode` for every backend whose `str`
 /// has them, through the set's `as_str` and `parse`.
@@ -74,4 +75,6 @@ text_column!(
     MessageRole,
     IdempotencyState,
     InboundState,
+    IntegrationStatus,
+    PromptOutcome,
 );

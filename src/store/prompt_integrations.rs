@@ -6,6 +6,27 @@
 
 use super::{Store, StoreResult, on_pool};
 use crate::domain::account::AccountId;
+use crate::domain::closed_set::closed_set;
+
+closed_set! {
+    /// An integration's state (contract 3.5).
+    pub enum IntegrationStatus {
+        Active = "active",
+        Disabled = "disabled",
+    }
+}
+
+closed_set! {
+    /// What became of one execution that reached the daily quota, as its
+    /// usage record says.
+    pub enum PromptOutcome {
+        Succeeded = "succeeded",
+        QuotaExceeded = "quota_exceeded",
+        InferenceUnavailable = "inference_unavailable",
+        ModelOutputInvalid = "model_output_invalid",
+        Failed = "failed",
+    }
+}
 
 /// Admitted requests per client per integration within [`BURST_WINDOW_MS`].
 pub const BURST_LIMIT: usize = 3;
@@ -20,7 +41,7 @@ pub struct PromptIntegrationRow {
     pub name: String,
     pub origin: String,
     pub challenge_action: String,
-    pub status: String,
+    pub status: IntegrationStatus,
     pub revision: i64,
     /// The operator's manifest as JSON text (prompt, schemas): never served.
     pub manifest: String,
@@ -35,12 +56,9 @@ impl PromptIntegrationRow {
     }
 
     pub fn is_active(&self) -> bool {
-        self.status == STATUS_ACTIVE
+        self.status == IntegrationStatus::Active
     }
 }
-
-pub const STATUS_ACTIVE: &str = "active";
-pub const STATUS_DISABLED: &str = "disabled";
 
 const COLUMNS: &str = "id, account_id, name, origin, challenge_action, status, revision, \
                        manifest, created_at, updated_at";
@@ -75,7 +93,7 @@ impl Store {
         let _gate = self.write_turn().await;
         let sql = "INSERT INTO prompt_integrations (id, account_id, name, origin, challenge_action, \
                    status, revision, manifest, created_at, updated_at) \
-                   VALUES ($1, $2, $3, $4, $5, 'active', 1, $6, $7, $7)";
+                   VALUES ($1, $2, $3, $4, $5, $8, 1, $6, $7, $7)";
         on_pool!(self, pool => {
             sqlx::query(sql)
                 .bind(new.id)
@@ -85,6 +103,7 @@ impl Store {
                 .bind(new.challenge_action)
                 .bind(new.manifest)
                 .bind(now)
+                .bind(IntegrationStatus::Active)
                 .execute(pool)
                 .await
                 .map(|_| ())
@@ -118,7 +137,7 @@ impl Store {
     pub async fn set_prompt_integration_status(
         &self,
         id: &str,
-        status: &str,
+        status: IntegrationStatus,
         now: i64,
     ) -> StoreResult<bool> {
         let _gate = self.write_turn().await;
@@ -254,7 +273,7 @@ impl Store {
         integration: &str,
         account_id: i64,
         day: &str,
-        outcome: &str,
+        outcome: PromptOutcome,
         now: i64,
     ) -> StoreResult<()> {
         let _gate = self.write_turn().await;
@@ -274,7 +293,8 @@ impl Store {
         Ok(())
     }
 
-    /// Usage per outcome of an integration on a day, for operators and tests.
+    /// Usage per outcome of an integration on a day, for operators and
+    /// tests, as `(outcome word, count)` ordered by the word.
     pub async fn prompt_usage(
         &self,
         integration: &str,
@@ -282,9 +302,13 @@ impl Store {
     ) -> StoreResult<Vec<(String, i64)>> {
         let sql = "SELECT outcome, COUNT(*) FROM prompt_integration_usage \
                    WHERE integration_id = $1 AND day = $2 GROUP BY outcome ORDER BY outcome";
-        Ok(on_pool!(self, pool => {
+        let rows: Vec<(PromptOutcome, i64)> = on_pool!(self, pool => {
             sqlx::query_as(sql).bind(integration).bind(day).fetch_all(pool).await
-        })?)
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|(outcome, n)| (outcome.as_str().to_owned(), n))
+            .collect())
     }
 
     /// Forgets spent tokens older than `before` (a token expires long
