@@ -482,7 +482,9 @@ async fn malformed_json_rpc_is_answered_with_json_rpc_codes_never_a_5xx(backend:
             .to_string()
     };
     let legacy_header = [("mcp-protocol-version", "2025-11-25")];
-    let cases: Vec<(&str, Vec<(&str, &str)>, String, u16, i64)> = vec![
+    // (what, headers, body, status, JSON-RPC code)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, String, u16, i64);
+    let cases: Vec<Case> = vec![
         ("not JSON", legacy_header.to_vec(), "{\"jsonrpc\":".into(), 400, -32700),
         ("empty", legacy_header.to_vec(), String::new(), 400, -32700),
         ("NUL", legacy_header.to_vec(),
