@@ -21,7 +21,8 @@ help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
 	@echo "make test    every test, on SQLite and PostgreSQL (starts PostgreSQL if needed), a short fuzz run,"
 	@echo "             Schemathesis against a live server on both databases, a smoke of the load benchmark"
-	@echo "             and of the soak, and the prompt-form example in headless Chromium (screenshots in"
+	@echo "             and of the soak, the official MCP SDK clients (Python, TypeScript) against /v1/mcp on both"
+	@echo "             databases, and the prompt-form example in headless Chromium (screenshots in"
 	@echo "             target/browser-test/)"
 	@echo "make openapi regenerate docs/openapi.json from the code"
 	@echo "make guest   build the default policy guest component (wasm32-wasip2)"
@@ -53,6 +54,7 @@ test: toolchain postgres
 	cd guest-policy && $(CARGO) test --locked -p warden-policy-rules
 	scripts/fuzz-smoke.sh
 	scripts/schemathesis-run.sh $(SCHEMATHESIS_EXAMPLES)
+	scripts/mcp-clients-run.sh
 	scripts/bench-smoke.sh
 	scripts/browser-test.sh
 

@@ -92,3 +92,20 @@ for name, chunk, parts in [
     ("two-images", 31, [("payload", "application/json", payload), ("image", "image/png", png), ("image", "image/png", png)]),
 ]:
     put("message_multipart", name, bytes([chunk]) + b"multipart/form-data; boundary=XyZ\n" + form(parts))
+
+meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}
+rpc = {
+    "initialize": {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                   "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "c", "version": "1"}}},
+    "initialized": {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    "discover": {"jsonrpc": "2.0", "id": "d-1", "method": "server/discover", "params": {"_meta": meta}},
+    "list": {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}},
+    "call": {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "order_status", "arguments": {"order": "A-1001"}, "_meta": meta}},
+    "batch": [{"jsonrpc": "2.0", "id": 1, "method": "ping"}],
+    "response": {"jsonrpc": "2.0", "id": 1, "result": {}},
+}
+for name, v in rpc.items():
+    put("mcp_jsonrpc", name, compact(v))

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{
     AccountCommand, AdminCommand, DatabaseArgs, GuestCommand, KeyCommand, MasterKeyArgs,
-    MasterKeyCommand, PromptIntegrationCommand, SigningKeyCommand, WebhookCommand,
+    MasterKeyCommand, McpCommand, PromptIntegrationCommand, SigningKeyCommand, WebhookCommand,
 };
 use crate::crypto::{api_key, master_key};
 use crate::store::{Constraint, DatabaseKind, Store, StoreError};
@@ -96,6 +96,28 @@ pub async fn execute(
         }
         AdminCommand::Webhook(command) => webhook(store, database, master_key, command).await,
         AdminCommand::PromptIntegration(command) => prompt_integration(store, command).await,
+        AdminCommand::Mcp(McpCommand::Calls { account, limit }) => {
+            let id = find_account(store, &account).await?;
+            let calls: Vec<Value> = store
+                .list_mcp_calls(&id, limit)
+                .await?
+                .into_iter()
+                .map(|call| {
+                    json!({
+                        "at": crate::clock::to_rfc3339(call.created_at),
+                        "id": call.id,
+                        "key_id": call.key_id,
+                        "capability_id": call.capability_id,
+                        "revision": call.revision,
+                        "status": call.status,
+                        "reason": call.reason,
+                        "duration_ms": call.duration_ms,
+                        "attempts": call.attempts,
+                    })
+                })
+                .collect();
+            Ok(json!({"account": account, "calls": calls}))
+        }
         AdminCommand::MasterKey(MasterKeyCommand::Rotate) => {
             let keyring = keyring(database, master_key)?;
             let mut counts = vault::rotate_master_key(store, &keyring)

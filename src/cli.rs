@@ -112,6 +112,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub prompt: PromptArgs,
 
+    #[command(flatten)]
+    pub mcp: McpArgs,
+
     /// Serve an interactive API reference (Swagger UI, embedded in the
     /// binary) at `/docs`. Off by default.
     #[arg(long, env = "WARDEN_DOCS_UI", default_value_t = false)]
@@ -133,6 +136,7 @@ impl ServeArgs {
             limits: ClientLimits::default(),
             platform: PlatformArgs::default(),
             prompt: PromptArgs::default(),
+            mcp: McpArgs::default(),
             docs_ui: false,
         }
     }
@@ -173,6 +177,41 @@ impl ServeArgs {
     pub fn with_prompt(mut self, prompt: PromptArgs) -> Self {
         self.prompt = prompt;
         self
+    }
+
+    pub fn with_mcp(mut self, mcp: McpArgs) -> Self {
+        self.mcp = mcp;
+        self
+    }
+}
+
+/// The MCP server at `/v1/mcp` (issue 27).
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    /// Origins allowed to call `/v1/mcp` from a browser, comma-separated and
+    /// exact (`https://app.example.com`). A request carrying any other
+    /// `Origin` is refused with 403 (the transport's DNS-rebinding rule);
+    /// requests without `Origin` (every non-browser client) are not affected.
+    #[arg(long, env = "WARDEN_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub mcp_allowed_origins: Vec<String>,
+
+    /// Tool calls one account may have in progress at once on this replica;
+    /// beyond it a call is answered 429 with `Retry-After` (0: no limit).
+    #[arg(long, env = "WARDEN_MCP_MAX_CONCURRENT_PER_ACCOUNT", default_value_t = McpArgs::DEFAULT_MAX_CONCURRENT_PER_ACCOUNT)]
+    pub mcp_max_concurrent_per_account: usize,
+}
+
+impl McpArgs {
+    /// Tool calls in progress per account and replica, by default.
+    pub const DEFAULT_MAX_CONCURRENT_PER_ACCOUNT: usize = 16;
+}
+
+impl Default for McpArgs {
+    fn default() -> Self {
+        McpArgs {
+            mcp_allowed_origins: Vec::new(),
+            mcp_max_concurrent_per_account: McpArgs::DEFAULT_MAX_CONCURRENT_PER_ACCOUNT,
+        }
     }
 }
 
@@ -519,6 +558,23 @@ pub enum AdminCommand {
     /// never holds the prompt, the output schema or a secret.
     #[command(subcommand, name = "prompt-integration")]
     PromptIntegration(PromptIntegrationCommand),
+    /// Read the audit trail of MCP tool calls (`/v1/mcp`).
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// An account's latest MCP tool calls, newest first: time, API key id,
+    /// capability and revision, outcome, duration, attempts (never arguments
+    /// or results).
+    Calls {
+        #[arg(long)]
+        account: String,
+        /// How many calls to show (1 to 1000).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1000))]
+        limit: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,6 +14,7 @@ pub mod domain;
 pub mod executor;
 pub mod fair_share;
 pub mod http_server;
+pub mod mcp;
 pub mod platform;
 pub mod prompt;
 pub mod sandbox;

@@ -90,6 +90,7 @@ impl Application {
                 }
                 None => (None, None),
             };
+        let mcp = crate::mcp::McpServer::new(store.clone(), executor.clone(), (&serve.mcp).into());
         let state = Arc::new(AppContext {
             store: store.clone(),
             environment: database.environment.clone(),
@@ -101,6 +102,7 @@ impl Application {
             platform,
             prompt,
             admission: crate::api::admission::Admission::from_limits(&serve.limits),
+            mcp,
         });
         let listener = TcpListener::bind(serve.listen)
             .await

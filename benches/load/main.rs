@@ -12,7 +12,8 @@
 //!
 //! and loads each (`load.rs`: `wrk` closed loop at 1/8/32/128 connections,
 //! its own open loop at fixed arrival rates): `GET /health`, a contract test
-//! (`POST /v1/capabilities/{id}/test`), a message turn that calls
+//! (`POST /v1/capabilities/{id}/test`), the same call as an MCP `tools/call`
+//! (`POST /v1/mcp`, at 1 and 8 connections), a message turn that calls
 //! `order_status` (a new conversation each time) with 1, 100 and 1,000
 //! capabilities registered, and a 5-turn conversation. CPU per request and
 //! peak RSS come from /proc of the process under load. It writes the table
@@ -311,6 +312,23 @@ async fn bench() {
             "/v1/channels/http/messages",
             Some(turn_body.clone()),
         );
+        // The same call as an MCP client makes it (2026-07-28, stateless).
+        let mut mcp_spec = authed(
+            "POST",
+            "/v1/mcp",
+            Some(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                    "name": "order_status", "arguments": {"order": "A-1001"},
+                    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                              "io.modelcontextprotocol/clientCapabilities": {}}}})
+                .to_string(),
+            ),
+        );
+        mcp_spec.headers.extend([
+            ("MCP-Protocol-Version".into(), "2026-07-28".into()),
+            ("Mcp-Method".into(), "tools/call".into()),
+            ("Mcp-Name".into(), "order_status".into()),
+        ]);
         if let Some(duration) = config.soak {
             let sqlite_file = (backend == "sqlite").then(|| work.join("bench.db"));
             soaks.push(
@@ -349,6 +367,11 @@ async fn bench() {
         )
         .sweep(&config.connections, false, &mut rows)
         .await;
+        // Before the contract test's open loop, whose overload leaves work
+        // running for a while after it.
+        target("mcp_call", mcp_spec)
+            .sweep(&config.few_connections, false, &mut rows)
+            .await;
         target("capability_test", test_spec)
             .sweep(&config.connections, true, &mut rows)
             .await;

@@ -43,7 +43,7 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-fn bearer_token(parts: &Parts) -> Option<&str> {
+pub(super) fn bearer_token(parts: &Parts) -> Option<&str> {
     let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();

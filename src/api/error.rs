@@ -347,24 +347,36 @@ impl IntoResponse for ApiError {
 pub enum ErrorShape {
     Flat,
     Nested,
+    /// `/v1/mcp`: a JSON-RPC error response without an id, as MCP's
+    /// transport allows for what is refused before a message is read.
+    JsonRpc,
 }
 
 impl ErrorShape {
     pub fn for_path(path: &str) -> Self {
         if path.starts_with("/v1/channels/") || path.starts_with("/v1/prompt-integrations/") {
             ErrorShape::Nested
+        } else if path == "/v1/mcp" {
+            ErrorShape::JsonRpc
         } else {
             ErrorShape::Flat
         }
     }
 }
 
+/// Marks a response whose body is already the protocol's own error answer
+/// (MCP's JSON-RPC error, with the request's id): [`shape_errors`] leaves it.
+#[derive(Clone, Copy, Debug)]
+pub struct ProtocolAnswer;
+
 /// Middleware: gives every error response the body of its route family.
 pub async fn shape_errors(request: Request, next: Next) -> Response {
     let shape = ErrorShape::for_path(request.uri().path());
     let response = next.run(request).await;
     let status = response.status();
-    if !(status.is_client_error() || status.is_server_error()) {
+    if !(status.is_client_error() || status.is_server_error())
+        || response.extensions().get::<ProtocolAnswer>().is_some()
+    {
         return response;
     }
     let info = response
@@ -449,6 +461,17 @@ fn render(
             };
             (status, serde_json::to_value(body), None)
         }
+        ErrorShape::JsonRpc => {
+            use crate::mcp::jsonrpc::{Response, RpcCode, RpcError};
+            let code = if info.status.is_server_error() {
+                RpcCode::InternalError
+            } else {
+                RpcCode::InvalidRequest
+            };
+            let error = RpcError::new(code, info.message.clone());
+            let body = serde_json::to_value(Response::error(None, &error));
+            (info.status, body, None)
+        }
     };
     // Plain structs of strings: serialising them cannot fail.
     (status, body.unwrap_or_default(), detail)
@@ -484,6 +507,7 @@ mod tests {
         );
         assert_eq!(ErrorShape::for_path("/v1/agent-policy"), ErrorShape::Flat);
         assert_eq!(ErrorShape::for_path("/health"), ErrorShape::Flat);
+        assert_eq!(ErrorShape::for_path("/v1/mcp"), ErrorShape::JsonRpc);
     }
 
     #[test]

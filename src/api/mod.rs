@@ -28,6 +28,7 @@ pub mod idempotent;
 pub mod json_body;
 pub mod jwks;
 pub mod lifetime;
+pub mod mcp;
 pub mod message_body;
 pub mod messages;
 pub mod openapi;
@@ -59,6 +60,8 @@ pub struct AppContext {
     pub prompt: Option<crate::prompt::PromptChannel>,
     /// The bounds on work in progress, overall and per account.
     pub admission: Arc<admission::Admission>,
+    /// The MCP server behind `/v1/mcp`.
+    pub mcp: crate::mcp::McpServer,
 }
 
 pub type AppState = Arc<AppContext>;
@@ -136,6 +139,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(capabilities::enable_capability))
         .routes(routes!(capabilities::disable_capability))
         .routes(routes!(capability_test::test_capability))
+        // MCP (issue 27): the account's read capabilities as tools.
+        .routes(routes!(mcp::mcp))
 }
 
 /// The API with its shared middleware. `deadlines` bound each request's body

@@ -37,6 +37,7 @@ pub const CONTRACT_VERSION: &str = "7.0.0";
         (name = "diagnostics", description = "Diagnostic settings and capability-gap events"),
         (name = "credentials", description = "Endpoint credentials"),
         (name = "capabilities", description = "Capabilities: publish, revise, enable, disable, test"),
+        (name = "mcp", description = "The account's read capabilities as MCP tools (Streamable HTTP, stateless; JSON-RPC error bodies)"),
     )
 )]
 struct ApiDoc;
@@ -200,12 +201,12 @@ fn add_shared_statuses(document: &mut Value) {
         return;
     };
     for (path, item) in paths.iter_mut() {
-        let nested = super::error::ErrorShape::for_path(path) == super::error::ErrorShape::Nested;
-        let body = json!({"application/json": {"schema": {"$ref": if nested {
-            "#/components/schemas/NestedError"
-        } else {
-            "#/components/schemas/FlatError"
-        }}}});
+        let shape = match super::error::ErrorShape::for_path(path) {
+            super::error::ErrorShape::Flat => "FlatError",
+            super::error::ErrorShape::Nested => "NestedError",
+            super::error::ErrorShape::JsonRpc => "JsonRpcError",
+        };
+        let body = json!({"application/json": {"schema": {"$ref": format!("#/components/schemas/{shape}")}}});
         let Some(operations) = item.as_object_mut() else {
             continue;
         };

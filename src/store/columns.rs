@@ -13,6 +13,7 @@ use crate::domain::language::Language;
 use crate::domain::message::MessageRole;
 use crate::store::capability_tests::TestStatus;
 use crate::store::idempotency::IdempotencyState;
+use crate::store::mcp_calls::McpCallStatus;
 use crate::store::platform::InboundState;
 use crate::store::prompt_integrations::{IntegrationStatus, PromptOutcome};
 
@@ -70,6 +71,7 @@ text_column!(
     GapReason,
     Language,
     TestStatus,
+    McpCallStatus,
     MessageRole,
     IdempotencyState,
     InboundState,

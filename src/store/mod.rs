@@ -27,6 +27,7 @@ pub mod diagnostics;
 mod error;
 pub mod gap_events;
 pub mod idempotency;
+pub mod mcp_calls;
 pub mod platform;
 pub mod policy;
 pub mod prompt_integrations;

@@ -613,3 +613,99 @@ async fn hung_up_webhook_deliveries_queue_each_message_once(backend: Backend) {
     .await;
     assert_eq!(unfinished, 0, "nothing leased, unfinished or kept");
 }
+
+/// `/v1/mcp` (issue 27): tool calls hung up at random moments give back
+/// their places among the account's calls in progress, and every call that
+/// reached the endpoint left exactly one audit record.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_up_mcp_calls_leave_nothing_held(backend: Backend) {
+    const CAP: usize = 4;
+    let seed = seed();
+    eprintln!("abort harness seed: {seed} (WARDEN_ABORT_SEED replays it)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mcp = warden::cli::McpArgs {
+        mcp_max_concurrent_per_account: CAP,
+        ..Default::default()
+    };
+    let app = TestApp::spawn_with_mcp(TestDb::new(backend).await, mcp, Default::default()).await;
+    let shop = Shop::open_with(app).await;
+    let other = crate::helpers::fixtures::account_ready(&shop.app, "bystander").await;
+    let address: SocketAddr = shop
+        .app
+        .address
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": crate::mcp::MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let probes: Vec<Probe> = (0..rounds() * 4)
+        .map(|i| {
+            let order = if i % 3 == 0 { "A-2002" } else { "A-1001" };
+            Probe::new(
+                "POST",
+                "/v1/mcp",
+                &shop.key,
+                &[
+                    ("mcp-protocol-version", crate::mcp::MODERN.to_owned()),
+                    ("mcp-method", "tools/call".to_owned()),
+                    ("mcp-name", "order_status".to_owned()),
+                ],
+                &json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                    "name": "order_status", "arguments": {"order": order}, "_meta": meta}}),
+            )
+        })
+        .collect();
+    let sent = probes.len();
+    hang_up_all(address, probes, 12, &mut rng).await;
+    eprintln!("abort harness: {sent} MCP calls aborted on {backend:?}");
+
+    // Another account writes at once.
+    let write = shop
+        .app
+        .client
+        .put(shop.app.url("/v1/agent-policy"))
+        .bearer_auth(&other)
+        .json(&json!({"version": 1, "instructions": "Answer in English."}))
+        .send();
+    let response = tokio::time::timeout(Duration::from_secs(1), write)
+        .await
+        .expect("another account's write answers within 1 s")
+        .unwrap();
+    assert!(response.status().is_success());
+
+    // Detached calls finish on their own, each with its record.
+    let store = &shop.app.store;
+    let hits = || {
+        shop.calls()
+            .iter()
+            .filter(|(path, _)| path == "/orders/status")
+            .count() as i64
+    };
+    let mut recorded = -1;
+    for _ in 0..100 {
+        recorded = scalar(
+            store,
+            "SELECT CAST(COALESCE(SUM(attempts), 0) AS BIGINT) FROM mcp_calls",
+        )
+        .await;
+        if recorded == hits() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("abort harness: {} MCP calls reached the endpoint", hits());
+    assert_eq!(recorded, hits(), "one attempt recorded per endpoint call");
+
+    // Every place was given back: the cap's worth of calls at once succeed.
+    let calls: Vec<_> = (0..CAP)
+        .map(|_| {
+            let app = &shop.app;
+            crate::mcp::call(app, &shop.key, "order_status", json!({"order": "A-1001"}))
+        })
+        .collect();
+    for (status, answer) in futures::future::join_all(calls).await {
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    }
+}

@@ -25,6 +25,7 @@ mod guest_swap;
 mod health;
 mod host_endpoint;
 mod isolation;
+mod mcp;
 mod nul_text;
 mod openapi;
 mod operation_results;

@@ -140,6 +140,8 @@ const CONTRACT_OPERATIONS: &[(&str, &str, &str, bool)] = &[
         "disableCapability",
         true,
     ),
+    // Issue 27: MCP, beside the contract's routes.
+    ("post", "/v1/mcp", "sendMcpMessage", true),
     (
         "post",
         "/v1/capabilities/{capabilityId}/test",
@@ -186,6 +188,8 @@ async fn the_served_document_is_the_checked_in_one(backend: Backend) {
         let shape =
             if path.starts_with("/v1/channels/") || path.starts_with("/v1/prompt-integrations/") {
                 "NestedError"
+            } else if *path == "/v1/mcp" {
+                "JsonRpcError"
             } else {
                 "FlatError"
             };

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sha2::Digest;
 use warden::cli::{AdminCommand, SigningKeyCommand};
 
-async fn jwks(app: &TestApp) -> (reqwest::header::HeaderMap, Value) {
+pub(crate) async fn jwks(app: &TestApp) -> (reqwest::header::HeaderMap, Value) {
     let r = app
         .client
         .get(app.url("/.well-known/service/capability-context/v1/jwks.json"))
@@ -35,7 +35,7 @@ fn kids(set: &Value) -> Vec<String> {
 }
 
 /// Verifies a request the endpoint received against the JWK set with httpsig.
-fn verify_with_httpsig(received: &Received, set: &Value) -> Result<String, String> {
+pub(crate) fn verify_with_httpsig(received: &Received, set: &Value) -> Result<String, String> {
     let header = |name: &str| {
         received
             .headers

@@ -280,6 +280,7 @@ async fn serve_resolving(app: &TestApp, lookup: Arc<ScriptedLookup>) -> String {
         platform: None,
         prompt: None,
         admission: ctx.admission.clone(),
+        mcp: ctx.mcp.clone(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -69,6 +69,15 @@ impl TestApp {
         Self::serve(TestDb::new(backend).await, serve).await
     }
 
+    /// A loopback-enabled server with these MCP settings and client limits.
+    pub async fn spawn_with_mcp(
+        db: TestDb,
+        mcp: warden::cli::McpArgs,
+        limits: warden::cli::ClientLimits,
+    ) -> Self {
+        Self::serve(db, serve_args().with_mcp(mcp).with_limits(limits)).await
+    }
+
     /// A loopback-enabled server with the messaging-platform channel configured.
     pub async fn spawn_with_platform(db: TestDb, platform: warden::cli::PlatformArgs) -> Self {
         Self::serve(db, serve_args().with_platform(platform)).await

@@ -1,0 +1,88 @@
+//! The audit trail of MCP tool calls: who called which capability at which
+//! revision, how it ended, how long it took and how many attempts it made.
+//! Never the arguments or the result.
+
+use super::{Store, StoreResult, on_pool};
+use crate::domain::account::AccountId;
+use crate::domain::closed_set::closed_set;
+
+closed_set! {
+    /// How an MCP tool call ended.
+    pub enum McpCallStatus {
+        Succeeded = "succeeded",
+        Failed = "failed",
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
+pub struct McpCallRecord {
+    pub id: String,
+    /// The API key that made the call (`key_…`); none once the key is gone.
+    pub key_id: Option<String>,
+    pub capability_id: String,
+    pub revision: i64,
+    pub status: McpCallStatus,
+    /// Why it failed: the executor's reason word (`timeout`,
+    /// `arguments_invalid`, …), kept as text like a contract test's.
+    pub reason: Option<String>,
+    pub attempts: i64,
+    pub duration_ms: i64,
+    /// Unix milliseconds.
+    pub created_at: i64,
+}
+
+/// Records one `warden admin mcp calls` shows at most.
+pub const MAX_LISTED_CALLS: i64 = 1000;
+
+impl Store {
+    /// Records a call made with the key whose hash is `key_hash` (its id is
+    /// looked up in the same statement; `record.key_id` is not read).
+    pub async fn insert_mcp_call(
+        &self,
+        account: &AccountId,
+        key_hash: &str,
+        record: &McpCallRecord,
+    ) -> StoreResult<()> {
+        let _gate = self.write_turn().await;
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO mcp_calls (id, account_id, key_id, capability_id, revision, status, reason, \
+                 attempts, duration_ms, created_at) \
+                 VALUES ($1, $2, (SELECT key_id FROM api_keys WHERE key_hash = $3 AND account_id = $2), \
+                 $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(&record.id)
+            .bind(account.number())
+            .bind(key_hash)
+            .bind(&record.capability_id)
+            .bind(record.revision)
+            .bind(record.status)
+            .bind(&record.reason)
+            .bind(record.attempts)
+            .bind(record.duration_ms)
+            .bind(record.created_at)
+            .execute(pool)
+            .await
+            .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    /// The account's latest `limit` calls, newest first.
+    pub async fn list_mcp_calls(
+        &self,
+        account: &AccountId,
+        limit: i64,
+    ) -> StoreResult<Vec<McpCallRecord>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, key_id, capability_id, revision, status, reason, attempts, duration_ms, created_at \
+                 FROM mcp_calls WHERE account_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+            )
+            .bind(account.number())
+            .bind(limit.clamp(1, MAX_LISTED_CALLS))
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+}
