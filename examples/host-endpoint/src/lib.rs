@@ -41,6 +41,27 @@ pub struct Config {
     pub origin: String,
 }
 
+impl Config {
+    /// The address to listen on and the settings, from the environment:
+    /// HOST_ENDPOINT_LISTEN (default 127.0.0.1:9090), HOST_ENDPOINT_TOKEN
+    /// (required), WARDEN_JWKS_URL (default Warden's on 127.0.0.1:8080),
+    /// HOST_ENDPOINT_ORIGIN (default `http://{listen}`).
+    pub fn from_env() -> (String, Config) {
+        let listen =
+            std::env::var("HOST_ENDPOINT_LISTEN").unwrap_or_else(|_| "127.0.0.1:9090".into());
+        let config = Config {
+            token: std::env::var("HOST_ENDPOINT_TOKEN")
+                .expect("set HOST_ENDPOINT_TOKEN: the token stored in Warden as the credential"),
+            jwks_url: std::env::var("WARDEN_JWKS_URL").unwrap_or_else(|_| {
+                "http://127.0.0.1:8080/.well-known/service/capability-context/v1/jwks.json".into()
+            }),
+            origin: std::env::var("HOST_ENDPOINT_ORIGIN")
+                .unwrap_or_else(|_| format!("http://{listen}")),
+        };
+        (listen, config)
+    }
+}
+
 pub struct Endpoint {
     config: Config,
     keys: verify::KeySet,

@@ -21,16 +21,7 @@ async fn log_call(request: Request, next: Next) -> Response {
 
 #[tokio::main]
 async fn main() {
-    let listen = std::env::var("HOST_ENDPOINT_LISTEN").unwrap_or_else(|_| "127.0.0.1:9090".into());
-    let config = Config {
-        token: std::env::var("HOST_ENDPOINT_TOKEN")
-            .expect("set HOST_ENDPOINT_TOKEN: the token stored in Warden as the credential"),
-        jwks_url: std::env::var("WARDEN_JWKS_URL").unwrap_or_else(|_| {
-            "http://127.0.0.1:8080/.well-known/service/capability-context/v1/jwks.json".into()
-        }),
-        origin: std::env::var("HOST_ENDPOINT_ORIGIN")
-            .unwrap_or_else(|_| format!("http://{listen}")),
-    };
+    let (listen, config) = Config::from_env();
     let listener = tokio::net::TcpListener::bind(&listen).await.expect("bind");
     println!(
         "host endpoint on http://{listen}, verifying against {}",

@@ -58,14 +58,7 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
     let eligible = Eligible::of(request, &index);
     for focus in said.focus() {
         if let Some(capability) = select(request, &index, &eligible, focus) {
-            return Plan::Call {
-                capability: capability.name.clone(),
-                arguments: arguments::extract(
-                    &capability.input_schema,
-                    capability.patterns,
-                    said.text(),
-                ),
-            };
+            return call(capability, said);
         }
     }
     // "¿Y la Tienda Triana?", "and tomorrow?": a short follow-up that names
@@ -73,15 +66,7 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
     if let Some(i) = follow_up_of(request, &eligible)
         && !index.has_uncovered_topic(&said.whole().concepts)
     {
-        let capability = &request.capabilities[i];
-        return Plan::Call {
-            capability: capability.name.clone(),
-            arguments: arguments::extract(
-                &capability.input_schema,
-                capability.patterns,
-                said.text(),
-            ),
-        };
+        return call(&request.capabilities[i], said);
     }
     if said.is_greeting() {
         return Plan::Answer {
@@ -99,6 +84,14 @@ fn decide(request: &PlanRequest<'_>) -> Plan {
         return Plan::OutOfScope;
     }
     Plan::NoCapability
+}
+
+/// A call of `capability` with the arguments the whole message provides.
+fn call(capability: &Offered<'_>, said: &Said) -> Plan {
+    Plan::Call {
+        capability: capability.name.clone(),
+        arguments: arguments::extract(&capability.input_schema, capability.patterns, said.text()),
+    }
 }
 
 /// Every capability [`decide`] may read pattern verdicts of, ascending: an
