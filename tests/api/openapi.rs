@@ -362,3 +362,41 @@ async fn the_docs_ui_is_off_unless_enabled(backend: Backend) {
     assert_eq!(config.status(), 200);
     assert!(config.text().await.unwrap().contains("/openapi.json"));
 }
+
+/// Issue 24 item 13: what any operation may answer beside its row of the
+/// contract is declared: 503 with `Retry-After` on every admitted operation
+/// (the server or the account is busy, or the deadline passed), 413 where a
+/// body is bounded, 401 with `WWW-Authenticate` wherever the key is taken.
+#[test]
+fn every_operation_declares_the_statuses_the_server_may_answer_beyond_its_row() {
+    let document = checked_in();
+    let always_admitted = [
+        "getHealth",
+        "getCapabilityContextKeys",
+        "getOpenApiDocument",
+    ];
+    let mut checked = 0;
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let id = operation["operationId"].as_str().unwrap();
+            let responses = &operation["responses"];
+            if !always_admitted.contains(&id) {
+                assert!(
+                    responses["503"]["headers"]["Retry-After"].is_object(),
+                    "{method} {path} ({id}) declares 503 with Retry-After"
+                );
+            }
+            if operation["security"][0]["bearer"].is_array() {
+                assert!(
+                    responses["401"]["headers"]["WWW-Authenticate"].is_object(),
+                    "{method} {path} ({id}) declares 401 with WWW-Authenticate"
+                );
+            }
+            if ["createCapability", "importCapabilities", "reviseCapability"].contains(&id) {
+                assert!(responses["413"].is_object(), "{id} declares 413");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 25, "{checked} operations");
+}
