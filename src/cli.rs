@@ -1,5 +1,9 @@
 //! Command-line interface. Every option is also read from a `WARDEN_*`
 //! environment variable so a deployment can be configured either way.
+//!
+//! One file of ~700 lines on purpose: it is one concern, the clap
+//! definitions of every command and setting with their help texts (what
+//! `warden --help` prints), read top to bottom as the operator's manual.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;

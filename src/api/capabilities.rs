@@ -1,26 +1,29 @@
 //! Capabilities (contract 2.5–2.7, 3.1, 4.8): create and import (idempotent,
-//! validated in the policy guest, published atomically), list, detail,
-//! revise (If-Match), enable and disable (If-Match).
+//! validated in the policy guest, published atomically), list and detail.
+//! Revisions under If-Match (PATCH, enable, disable) are
+//! `capability_revisions`; the request bodies as the document describes
+//! them, `capability_bodies`.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::AppState;
 use super::auth::Caller;
+use super::capability_bodies::{CapabilityRequest, ManifestRequest};
 use super::error::{ApiError, FlatError, Violation};
 use super::idempotent;
 use super::json_body::JsonBody;
 use crate::clock::to_rfc3339;
 use crate::domain::account::AccountId;
 use crate::domain::capability::{
-    CapabilityId, IfMatchError, LifecycleStatus, MAX_CREATE_BODY_BYTES, MAX_IMPORT_BODY_BYTES,
-    PublishRequest, RevisionChange, Wrapper, parse_if_match,
+    CapabilityId, LifecycleStatus, MAX_CREATE_BODY_BYTES, MAX_IMPORT_BODY_BYTES, PublishRequest,
+    RevisionChange, Wrapper,
 };
-use crate::store::capabilities::{CapabilityRow, GuardedWriteError, NewCapability};
+use crate::store::capabilities::{CapabilityRow, NewCapability};
 use crate::store::capability_tests::{TestRecord, TestStatus};
 use crate::store::idempotency::Completion;
 use crate::store::{Constraint, StoreError};
@@ -314,7 +317,7 @@ async fn publish(
 
 /// Every violation of every definition, located: the guest's rules (2.5,
 /// 2.6), then what only the server can know (credentials, name uniqueness).
-async fn check_definitions(
+pub(super) async fn check_definitions(
     app: &AppState,
     account: &AccountId,
     request: &PublishRequest,
@@ -422,7 +425,7 @@ pub(super) fn parse_id(raw: &str) -> Result<CapabilityId, ApiError> {
     CapabilityId::parse(raw).ok_or(NOT_FOUND)
 }
 
-const NOT_FOUND: ApiError = ApiError::NotFound("no such capability");
+pub(super) const NOT_FOUND: ApiError = ApiError::NotFound("no such capability");
 
 pub(super) async fn owned(
     app: &AppState,
@@ -497,305 +500,3 @@ pub async fn get_capability(
 
 /// Contract-test records the capability detail shows.
 pub const LATEST_TESTS_SHOWN: i64 = 10;
-
-/// Where a missing or malformed `If-Match` is answered: PATCH declares 400;
-/// enable and disable declare none, so there it is the 409 of a revision
-/// that is not the current one (docs/contract-decisions.md).
-#[derive(Clone, Copy)]
-enum IfMatchRefusal {
-    BadRequest,
-    Conflict,
-}
-
-fn if_match(headers: &HeaderMap, refusal: IfMatchRefusal) -> Result<i64, ApiError> {
-    parse_if_match(header_str(headers, "if-match")).map_err(|e| {
-        let message = match e {
-            IfMatchError::Missing => "the If-Match header (the current revision) is required",
-            IfMatchError::Malformed => {
-                "If-Match must be the current numeric revision (1 to 80 characters)"
-            }
-        };
-        match refusal {
-            IfMatchRefusal::BadRequest => ApiError::BadRequest(message.into()),
-            IfMatchRefusal::Conflict => ApiError::Conflict(message.into()),
-        }
-    })
-}
-
-fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-fn guarded_failure(err: GuardedWriteError) -> ApiError {
-    match err {
-        GuardedWriteError::NotFound => NOT_FOUND,
-        GuardedWriteError::StaleRevision { current } => ApiError::Conflict(format!(
-            "If-Match does not match the current revision ({current})"
-        )),
-        GuardedWriteError::AlreadyInState => {
-            ApiError::Conflict("the capability is already in that state".into())
-        }
-        GuardedWriteError::NameTaken => {
-            ApiError::Conflict("the account already has a capability of that name".into())
-        }
-    }
-}
-
-#[utoipa::path(
-    patch,
-    path = "/v1/capabilities/{capabilityId}",
-    operation_id = "reviseCapability",
-    tag = "capabilities",
-    summary = "Replace the definition (state preserved)",
-    security(("bearer" = [])),
-    params(
-        CapabilityPath,
-        ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
-    ),
-    request_body(content = CapabilityRequest, content_type = "application/json"),
-    responses(
-        (status = 200, description = "The new revision", body = CapabilityRecord),
-        (status = 400, description = "Invalid body or definition, or a missing or malformed If-Match", body = FlatError),
-        (status = 404, description = "No such capability for this key", body = FlatError),
-        (status = 409, description = "If-Match is not the current revision, or the name is taken", body = FlatError),
-    )
-)]
-pub async fn revise_capability(
-    State(app): State<AppState>,
-    caller: Caller,
-    Path(CapabilityPath {
-        capability_id: raw_id,
-    }): Path<CapabilityPath>,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody<MAX_CREATE_BODY_BYTES>,
-) -> Result<Json<CapabilityRecord>, ApiError> {
-    let id = parse_id(&raw_id)?;
-    owned(&app, &caller.account, &id).await?;
-    let expected = if_match(&headers, IfMatchRefusal::BadRequest)?;
-    let request =
-        PublishRequest::from_json(&body, Wrapper::Single).map_err(ApiError::BadRequest)?;
-    check_definitions(&app, &caller.account, &request, Wrapper::Single, Some(&id)).await?;
-    let submitted = &request.definitions[0];
-    let name = submitted.name().unwrap_or_default();
-    let row = app
-        .store
-        .revise_capability(
-            &caller.account,
-            &id,
-            expected,
-            &request.domain,
-            name,
-            &submitted.definition.to_string(),
-        )
-        .await?
-        .map_err(guarded_failure)?;
-    tracing::info!(capability = %row.id, revision = row.revision, "capability revised");
-    Ok(Json(CapabilityRecord::from(&row)))
-}
-
-#[utoipa::path(
-    post,
-    path = "/v1/capabilities/{capabilityId}/enable",
-    operation_id = "enableCapability",
-    tag = "capabilities",
-    summary = "Re-enable a disabled capability (credential rechecked)",
-    security(("bearer" = [])),
-    params(
-        CapabilityPath,
-        ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
-    ),
-    responses(
-        (status = 200, description = "Active at a new revision", body = CapabilityRecord),
-        (status = 404, description = "No such capability for this key", body = FlatError),
-        (status = 409, description = "If-Match missing, malformed or not the current revision; already active; or the credential is not configured", body = FlatError),
-    )
-)]
-pub async fn enable_capability(
-    State(app): State<AppState>,
-    caller: Caller,
-    Path(CapabilityPath {
-        capability_id: raw_id,
-    }): Path<CapabilityPath>,
-    headers: HeaderMap,
-) -> Result<Json<CapabilityRecord>, ApiError> {
-    transition(
-        &app,
-        &caller.account,
-        &raw_id,
-        &headers,
-        LifecycleStatus::Active,
-    )
-    .await
-}
-
-#[utoipa::path(
-    post,
-    path = "/v1/capabilities/{capabilityId}/disable",
-    operation_id = "disableCapability",
-    tag = "capabilities",
-    summary = "Disable an active capability",
-    security(("bearer" = [])),
-    params(
-        CapabilityPath,
-        ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
-    ),
-    responses(
-        (status = 200, description = "Disabled at a new revision", body = CapabilityRecord),
-        (status = 404, description = "No such capability for this key", body = FlatError),
-        (status = 409, description = "If-Match missing, malformed or not the current revision, or already disabled", body = FlatError),
-    )
-)]
-pub async fn disable_capability(
-    State(app): State<AppState>,
-    caller: Caller,
-    Path(CapabilityPath {
-        capability_id: raw_id,
-    }): Path<CapabilityPath>,
-    headers: HeaderMap,
-) -> Result<Json<CapabilityRecord>, ApiError> {
-    transition(
-        &app,
-        &caller.account,
-        &raw_id,
-        &headers,
-        LifecycleStatus::Disabled,
-    )
-    .await
-}
-
-async fn transition(
-    app: &AppState,
-    account: &AccountId,
-    raw_id: &str,
-    headers: &HeaderMap,
-    target: LifecycleStatus,
-) -> Result<Json<CapabilityRecord>, ApiError> {
-    let id = parse_id(raw_id)?;
-    let current = owned(app, account, &id).await?;
-    let expected = if_match(headers, IfMatchRefusal::Conflict)?;
-    if target == LifecycleStatus::Active {
-        // Enabling rechecks the credential: a revoked one keeps it disabled.
-        let definition: Value =
-            serde_json::from_str(&current.definition).map_err(|e| ApiError::Internal(e.into()))?;
-        let reference = definition
-            .get("auth")
-            .and_then(|a| a.get("credential_ref"))
-            .and_then(Value::as_str);
-        let configured = match reference {
-            Some(r) => vault::is_configured(&app.store, account, r).await?,
-            None => false,
-        };
-        if !configured {
-            return Err(ApiError::Conflict(format!(
-                "the capability's credential {} is not configured; PUT it before enabling",
-                reference.unwrap_or("(none)")
-            )));
-        }
-    }
-    let row = app
-        .store
-        .transition_capability(account, &id, expected, target)
-        .await?
-        .map_err(guarded_failure)?;
-    tracing::info!(capability = %row.id, revision = row.revision, status = %row.lifecycle_status, "capability state changed");
-    Ok(Json(CapabilityRecord::from(&row)))
-}
-
-/// The document's example definition: `examples/manifests/orders.json`.
-macro_rules! example_definition {
-    () => {
-        json!({"name": "order_status", "description": "Looks up the status of an order", "when_to_use": "When the user asks where an order is", "method": "POST", "url": "https://api.shop.example/v1/orders/status", "auth": {"type": "bearer", "credential_ref": "cred_orders"}, "safe_headers": {"accept": "application/json"}, "input_schema": {"type": "object", "additionalProperties": false, "required": ["order"], "properties": {"order": {"type": "string", "maxLength": 20, "pattern": "^[A-Z0-9-]+$", "description": "The order number"}}}, "output_schema": {"type": "object", "additionalProperties": false, "properties": {"status": {"type": "string", "maxLength": 40}, "lines": {"type": "array", "maxItems": 10, "items": {"type": "object", "additionalProperties": false, "properties": {"sku": {"type": "string", "maxLength": 20}, "qty": {"type": "integer"}}}}}}, "business_rules": ["Only the customer's own orders"], "examples": [], "side_effect": "read", "requires_approval": false, "timeout_ms": 5000, "retry_count": 1})
-    };
-}
-
-// The request bodies as the document describes them (2.5, wrappers). The
-// handlers read raw JSON and the policy guest judges each definition (its
-// rules are the authority; docs/contract-decisions.md); these types only
-// describe what it accepts.
-
-/// A single create or a revision (CapabilityPatchRequest): `{domain, capability}`.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"domain": "orders", "capability": example_definition!()}))]
-pub struct CapabilityRequest {
-    #[schema(min_length = 1, max_length = 100)]
-    domain: String,
-    capability: CapabilityDefinitionDoc,
-}
-
-/// A manifest: `{domain, capabilities}`, 1 to 50 definitions.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"domain": "orders", "capabilities": [example_definition!()]}))]
-pub struct ManifestRequest {
-    #[schema(min_length = 1, max_length = 100)]
-    domain: String,
-    #[schema(min_items = 1, max_items = 50)]
-    capabilities: Vec<CapabilityDefinitionDoc>,
-}
-
-/// A capability definition (2.5): a read-only HTTPS endpoint, its schemas
-/// (the closed language of 2.6) and how to call it. No secret.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-#[serde(deny_unknown_fields)]
-#[schema(as = CapabilityDefinition)]
-pub struct CapabilityDefinitionDoc {
-    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)]
-    name: String,
-    #[schema(min_length = 1, max_length = 2000)]
-    description: String,
-    #[schema(min_length = 1, max_length = 2000)]
-    when_to_use: Option<String>,
-    #[schema(value_type = crate::domain::capability::HttpMethod)]
-    method: String,
-    /// The exact HTTPS URL of the host endpoint.
-    #[schema(format = "uri", max_length = 2048)]
-    url: String,
-    auth: AuthDoc,
-    /// Lowercase header name to value; never secrets.
-    #[schema(value_type = Option<HashMap<String, String>>)]
-    safe_headers: Option<Value>,
-    /// Schema of the arguments (2.6).
-    #[schema(value_type = Object)]
-    input_schema: Value,
-    /// Schema of the endpoint result (2.6).
-    #[schema(value_type = Object)]
-    output_schema: Value,
-    #[schema(max_items = 32)]
-    business_rules: Option<Vec<String>>,
-    #[schema(value_type = Option<Vec<Object>>, max_items = 16)]
-    examples: Option<Vec<Value>>,
-    #[schema(value_type = crate::domain::capability::SideEffect)]
-    side_effect: String,
-    /// Always `false`.
-    requires_approval: Option<bool>,
-    #[schema(minimum = 100, maximum = 30000)]
-    timeout_ms: Option<u64>,
-    #[schema(minimum = 0, maximum = 3)]
-    retry_count: Option<u32>,
-    #[schema(value_type = Option<crate::domain::capability::ResultHandling>)]
-    result_handling: Option<String>,
-    /// `{"<input property>": {"from_capability": "<name>", "field": "<result field>"}}`.
-    #[schema(value_type = Option<Object>)]
-    context_bindings: Option<Value>,
-}
-
-/// `auth` of a definition.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-#[allow(dead_code)]
-#[serde(deny_unknown_fields)]
-#[schema(as = CapabilityAuth)]
-pub struct AuthDoc {
-    #[serde(rename = "type")]
-    #[schema(value_type = crate::domain::credential::AuthType)]
-    auth_type: String,
-    #[schema(
-        pattern = "^cred_[A-Za-z0-9_-]{3,120}$",
-        min_length = 7,
-        max_length = 128
-    )]
-    credential_ref: String,
-}

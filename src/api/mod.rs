@@ -19,6 +19,8 @@ use crate::store::Store;
 pub mod admission;
 pub mod auth;
 pub mod capabilities;
+pub mod capability_bodies;
+pub mod capability_revisions;
 pub mod capability_test;
 pub mod credentials;
 pub mod diagnostics;
@@ -134,10 +136,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(capabilities::import_capabilities))
         .routes(routes!(
             capabilities::get_capability,
-            capabilities::revise_capability
+            capability_revisions::revise_capability
         ))
-        .routes(routes!(capabilities::enable_capability))
-        .routes(routes!(capabilities::disable_capability))
+        .routes(routes!(capability_revisions::enable_capability))
+        .routes(routes!(capability_revisions::disable_capability))
         .routes(routes!(capability_test::test_capability))
         // MCP (issue 27): the account's read capabilities as tools.
         .routes(routes!(mcp::mcp))

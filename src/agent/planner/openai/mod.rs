@@ -6,6 +6,9 @@
 //! tool call wins), no guessed arguments (malformed ones are retried once,
 //! then dropped), bounded retries, bounded answers, and nothing private in
 //! the logs (no message, image, answer or key).
+//!
+//! A little over 600 lines, one concern: the request a planner sends and
+//! how it reads, retries and bounds the answer are read together.
 
 use base64::Engine as _;
 use reqwest::StatusCode;
