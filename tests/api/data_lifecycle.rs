@@ -438,7 +438,7 @@ async fn retention_purges_exactly_what_expired_in_batches_while_turns_go_on(back
         .send(said("old", None, "¿Cómo funciona la garantía?"))
         .await;
     let old = conversation(&old);
-    seed_conversations(&store, "conv_old_", 299, now_millis() - 1000).await;
+    seed_conversations(&store, "conv_old_", 1999, now_millis() - 1000).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let t1 = now_millis();
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -447,7 +447,7 @@ async fn retention_purges_exactly_what_expired_in_batches_while_turns_go_on(back
         .await;
     let live = conversation(&live);
     seed_conversations(&store, "conv_new_", 100, t1 + 10).await;
-    let kept_before = sql_count(&store, "SELECT COUNT(*) FROM conversations").await - 300;
+    let kept_before = sql_count(&store, "SELECT COUNT(*) FROM conversations").await - 2000;
 
     // 90 days after `t1`: what was last active before `t1` has expired.
     let retention = Retention::new(policy(50), Clock::manual(t1 + 90 * DAY));
@@ -466,17 +466,17 @@ async fn retention_purges_exactly_what_expired_in_batches_while_turns_go_on(back
     stop.store(true, Ordering::SeqCst);
     let during = during.await.unwrap();
     println!(
-        "[{backend:?}] purge of 300 conversations (903 messages) in batches of 50: {purge_time:?}, {} batches",
+        "[{backend:?}] purge of 2000 conversations (5999 messages) in batches of 50: {purge_time:?}, {} batches",
         report.conversation_batches
     );
     print_latencies(&format!("[{backend:?}] turns before the purge"), baseline);
     print_latencies(&format!("[{backend:?}] turns during the purge"), during);
 
-    assert_eq!(report.conversations.conversations, 300, "{report:?}");
-    assert_eq!(report.conversations.messages, 299 * 3 + 2, "{report:?}");
+    assert_eq!(report.conversations.conversations, 2000, "{report:?}");
+    assert_eq!(report.conversations.messages, 1999 * 3 + 2, "{report:?}");
     assert_eq!(
-        report.conversation_batches, 7,
-        "6 full batches and a short one"
+        report.conversation_batches, 41,
+        "40 full batches and a short one"
     );
     assert_eq!(
         sql_count(&store, "SELECT COUNT(*) FROM conversations").await,
