@@ -150,6 +150,71 @@ async fn erasing_a_user_leaves_no_trace_and_nothing_of_anyone_else_goes(backend:
     assert_eq!(removed_total(&again), 0, "{again}");
 }
 
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasing_a_platform_sender_reaches_their_conversation_and_queue_rows(backend: Backend) {
+    use crate::helpers::fake_send_api::FakeSendApi;
+    use crate::platform_webhook::{
+        NUMBER, delivery, platform_args, post_signed, register, text, wait_for_queue,
+    };
+    let api = FakeSendApi::start().await;
+    let db = TestDb::new(backend).await;
+    let app = TestApp::spawn_with_platform(db, platform_args(&api.base_url())).await;
+    app.account_with_key("shop").await;
+    register(&app, "shop", NUMBER, None).await;
+    let (sender, other) = ("34600000077", "34600000088");
+    let messages = [
+        (sender, "hola zqplat-one"),
+        (sender, "gracias zqplat-two"),
+        (other, "hola zqplat-keep"),
+    ];
+    for (i, (from, words)) in messages.iter().enumerate() {
+        let payload = delivery(
+            NUMBER,
+            vec![text(from, &format!("wamid.e.{i}"), words)],
+            vec![],
+        );
+        assert_eq!(post_signed(&app, &payload).await.0, 200);
+        api.wait_for(i + 1, 30).await;
+    }
+    wait_for_queue(&app, "replied", 3).await;
+    assert!(stored(&app, "zqplat-one").await);
+
+    let report = cli(
+        &app.db,
+        &[
+            "admin",
+            "data",
+            "erase",
+            "--account",
+            "shop",
+            "--platform-sender",
+            sender,
+        ],
+    )
+    .await;
+    assert_eq!(report["removed"]["conversations"], 1, "{report}");
+    assert_eq!(report["removed"]["messages"], 4, "{report}");
+    assert_eq!(report["removed"]["platform_messages"], 2, "{report}");
+    assert!(
+        !report.to_string().contains(sender),
+        "the pseudonym, never the id"
+    );
+    assert!(!stored(&app, "zqplat-one").await);
+    assert!(!stored(&app, "zqplat-two").await);
+    assert!(stored(&app, "zqplat-keep").await);
+    // Past the erasure mark's clock-skew window the sender starts afresh.
+    let skew = warden::store::data_requests::CLOCK_SKEW_ALLOWANCE_MS as u64;
+    tokio::time::sleep(Duration::from_millis(skew + 200)).await;
+    let payload = delivery(
+        NUMBER,
+        vec![text(sender, "wamid.e.9", "hola otra vez")],
+        vec![],
+    );
+    assert_eq!(post_signed(&app, &payload).await.0, 200);
+    api.wait_for(4, 30).await;
+}
+
 /// A host endpoint that answers the order status only when the test lets
 /// it, and says when a call arrived: a turn held in flight.
 struct HeldEndpoint {
@@ -339,6 +404,26 @@ async fn export_holds_a_users_conversations_in_order_and_nothing_of_others(backe
         !text.contains("zqluis") && !text.contains("zqother"),
         "{text}"
     );
+    // A platform sender is named by their id; the command finds their pseudonym.
+    let sender = cli(
+        &shop.app.db,
+        &[
+            "admin",
+            "data",
+            "export",
+            "--account",
+            "shop",
+            "--platform-sender",
+            "15551234567",
+        ],
+    )
+    .await;
+    assert!(
+        sender["user"].as_str().unwrap().starts_with("usr_"),
+        "{sender}"
+    );
+    assert!(!sender.to_string().contains("15551234567"), "{sender}");
+    assert_eq!(sender["conversations"], json!([]));
 }
 
 fn policy(batch: i64) -> RetentionPolicy {
