@@ -5,8 +5,9 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::cli::{
-    AccountCommand, AdminCommand, DatabaseArgs, GuestCommand, KeyCommand, MasterKeyArgs,
-    MasterKeyCommand, McpCommand, PromptIntegrationCommand, SigningKeyCommand, WebhookCommand,
+    AccountCommand, AdminCommand, DataCommand, DatabaseArgs, GuestCommand, KeyCommand,
+    MasterKeyArgs, MasterKeyCommand, McpCommand, PromptIntegrationCommand, SigningKeyCommand,
+    WebhookCommand,
 };
 use crate::crypto::{api_key, master_key};
 use crate::store::{Constraint, DatabaseKind, Store, StoreError};
@@ -118,6 +119,7 @@ pub async fn execute(
                 .collect();
             Ok(json!({"account": account, "calls": calls}))
         }
+        AdminCommand::Data(command) => data_request(store, command).await,
         AdminCommand::MasterKey(MasterKeyCommand::Rotate) => {
             let keyring = keyring(database, master_key)?;
             let mut counts = vault::rotate_master_key(store, &keyring)
@@ -345,6 +347,59 @@ async fn prompt_integration(
             bundle_of(&row, &settings(&bundle))
         }
     }
+}
+
+/// `warden admin data …`: one end user's erasure or export.
+async fn data_request(store: &Store, command: DataCommand) -> anyhow::Result<Value> {
+    match command {
+        DataCommand::Erase { subject } => {
+            let (id, user) = data_subject(store, &subject).await?;
+            let removed = store
+                .erase_user(&id, &user, crate::clock::now_millis())
+                .await
+                .context("erasure interrupted; run it again to finish")?;
+            // Pages that held the rows may still sit in SQLite's log.
+            let checkpoint = store.checkpoint_wal().await?;
+            // Counts only, and never the user id.
+            tracing::info!(account = %subject.account, conversations = removed.conversations,
+                messages = removed.messages, "an end user's data was erased");
+            Ok(
+                json!({"account": subject.account, "user": user, "removed": removed,
+                      "wal_checkpoint": checkpoint}),
+            )
+        }
+        DataCommand::Export { subject } => {
+            let (id, user) = data_subject(store, &subject).await?;
+            let export = store.export_user(&id, &user).await?;
+            Ok(json!({
+                "account": subject.account,
+                "user": user,
+                "exported_at": crate::clock::to_rfc3339(crate::clock::now_millis()),
+                "conversations": export.conversations,
+                "queued_platform_messages": export.queued_platform_messages,
+            }))
+        }
+    }
+}
+
+/// The account and the user id as its conversations store it.
+async fn data_subject(
+    store: &Store,
+    subject: &crate::cli::DataSubject,
+) -> anyhow::Result<(crate::domain::account::AccountId, String)> {
+    let id = find_account(store, &subject.account).await?;
+    let user = match (&subject.user, &subject.platform_sender) {
+        (Some(user), None) => user.clone(),
+        (None, Some(sender)) => {
+            let (_, salt) = store.account_identity(&id).await?;
+            crate::signing::context::user_subject(&salt, sender)
+        }
+        _ => bail!("give --user or --platform-sender"),
+    };
+    if user.is_empty() || user.chars().count() > 256 {
+        bail!("the user id must be 1 to 256 characters");
+    }
+    Ok((id, user))
 }
 
 async fn find_account(

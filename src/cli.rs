@@ -1,7 +1,7 @@
 //! Command-line interface. Every option is also read from a `WARDEN_*`
 //! environment variable so a deployment can be configured either way.
 //!
-//! One file of ~700 lines on purpose: it is one concern, the clap
+//! One file of ~800 lines on purpose: it is one concern, the clap
 //! definitions of every command and setting with their help texts (what
 //! `warden --help` prints), read top to bottom as the operator's manual.
 
@@ -119,6 +119,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub mcp: McpArgs,
 
+    #[command(flatten)]
+    pub retention: RetentionArgs,
+
     /// Serve an interactive API reference (Swagger UI, embedded in the
     /// binary) at `/docs`. Off by default.
     #[arg(long, env = "WARDEN_DOCS_UI", default_value_t = false)]
@@ -141,6 +144,7 @@ impl ServeArgs {
             platform: PlatformArgs::default(),
             prompt: PromptArgs::default(),
             mcp: McpArgs::default(),
+            retention: RetentionArgs::default(),
             docs_ui: false,
         }
     }
@@ -186,6 +190,79 @@ impl ServeArgs {
     pub fn with_mcp(mut self, mcp: McpArgs) -> Self {
         self.mcp = mcp;
         self
+    }
+
+    pub fn with_retention(mut self, retention: RetentionArgs) -> Self {
+        self.retention = retention;
+        self
+    }
+}
+
+/// How long stored data is kept (SECURITY.md, "Data lifecycle"). The
+/// hourly purge of every replica removes what expired, in batches.
+#[derive(Debug, Clone, Args)]
+pub struct RetentionArgs {
+    /// Days a conversation (its messages, interactions, pending operation
+    /// and references) is kept after its last activity; then it is deleted
+    /// and its id answers as unknown. `off` keeps conversations until they
+    /// are erased (`warden admin data erase`) or their account is deleted.
+    /// 0 is refused (it would keep nothing); the smallest is 1.
+    #[arg(long, env = "WARDEN_CONVERSATION_RETENTION_DAYS", default_value = "90")]
+    pub conversation_retention_days: RetentionDays,
+
+    /// Days the message text of a capability-gap event (kept only under an
+    /// account's `text` diagnostic mode) is kept; the event itself stays as
+    /// metadata. Never longer than its conversation: the text goes when the
+    /// conversation is purged or erased. `off`: as long as the conversation.
+    #[arg(long, env = "WARDEN_GAP_TEXT_RETENTION_DAYS", default_value = "30")]
+    pub gap_text_retention_days: RetentionDays,
+
+    /// Days records without user text are kept: the MCP call audit trail,
+    /// contract-test records and prompt-integration usage and quota rows.
+    /// `off` keeps them until their account is deleted.
+    #[arg(long, env = "WARDEN_AUDIT_RETENTION_DAYS", default_value = "180")]
+    pub audit_retention_days: RetentionDays,
+
+    /// Rows (conversations, with their messages) one purge transaction
+    /// deletes before letting turns write again (1 to 10,000).
+    #[arg(long, env = "WARDEN_RETENTION_BATCH", default_value_t = RetentionArgs::DEFAULT_BATCH,
+          value_parser = clap::value_parser!(i64).range(1..=10_000))]
+    pub retention_batch: i64,
+}
+
+impl RetentionArgs {
+    pub const DEFAULT_BATCH: i64 = 100;
+}
+
+impl Default for RetentionArgs {
+    fn default() -> Self {
+        RetentionArgs {
+            conversation_retention_days: RetentionDays(Some(90)),
+            gap_text_retention_days: RetentionDays(Some(30)),
+            audit_retention_days: RetentionDays(Some(180)),
+            retention_batch: Self::DEFAULT_BATCH,
+        }
+    }
+}
+
+/// A retention in whole days (1 to 36,500), or `off`: no age limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionDays(pub Option<u32>);
+
+impl std::str::FromStr for RetentionDays {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "off" => Ok(RetentionDays(None)),
+            "0" => Err("0 days would keep nothing; use `off` for no limit, or 1 or more".into()),
+            days => match days.parse::<u32>() {
+                Ok(n @ 1..=36_500) => Ok(RetentionDays(Some(n))),
+                _ => Err(format!(
+                    "{days:?} is not a number of days (1 to 36500) or `off`"
+                )),
+            },
+        }
     }
 }
 
@@ -565,6 +642,49 @@ pub enum AdminCommand {
     /// Read the audit trail of MCP tool calls (`/v1/mcp`).
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Answer an end user's data request: erase or export what is stored
+    /// about them (SECURITY.md, "Data lifecycle").
+    #[command(subcommand)]
+    Data(DataCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DataCommand {
+    /// Delete everything stored about one end user of an account: their
+    /// conversations with messages, interactions, pending operations and
+    /// references, their capability-gap events and their platform queue
+    /// rows. Safe while servers run; prints counts, never content; running
+    /// it again reports zeros.
+    Erase {
+        #[command(flatten)]
+        subject: DataSubject,
+    },
+    /// Print what is stored about one end user of an account: every
+    /// conversation, oldest first, with its messages in order (role, time,
+    /// text), its interactions and their status, and gap-report texts.
+    Export {
+        #[command(flatten)]
+        subject: DataSubject,
+    },
+}
+
+/// Whose data: an account and one of its end users.
+#[derive(Debug, Clone, Args)]
+pub struct DataSubject {
+    #[arg(long)]
+    pub account: String,
+    /// The end user as conversations store them: the `user_id` the HTTP
+    /// channel was sent, or a platform sender's pseudonym (`usr_…`).
+    #[arg(
+        long,
+        required_unless_present = "platform_sender",
+        conflicts_with = "platform_sender"
+    )]
+    pub user: Option<String>,
+    /// A messaging-platform sender's id (their phone number as the webhook
+    /// delivers it), turned into the pseudonym the account stores.
+    #[arg(long)]
+    pub platform_sender: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,11 +1,45 @@
-//! Wall-clock time as stored (Unix milliseconds) and as shown (RFC 3339, UTC).
+//! Wall-clock time as stored (Unix milliseconds) and as shown (RFC 3339, UTC),
+//! and a [`Clock`] that work judged by age (retention) reads, so a test can
+//! move time forward instead of waiting for it.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 /// Milliseconds since the Unix epoch; the storage form of every timestamp.
 pub fn now_millis() -> i64 {
     (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+/// Where "now" comes from: the system's clock, or one that moves only when
+/// told (tests of what expires).
+#[derive(Clone, Debug, Default)]
+pub enum Clock {
+    #[default]
+    System,
+    Manual(Arc<AtomicI64>),
+}
+
+impl Clock {
+    /// A clock stopped at `at` (Unix milliseconds).
+    pub fn manual(at: i64) -> Self {
+        Clock::Manual(Arc::new(AtomicI64::new(at)))
+    }
+
+    pub fn now_millis(&self) -> i64 {
+        match self {
+            Clock::System => now_millis(),
+            Clock::Manual(at) => at.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Sets a manual clock (the system clock is not ours to set).
+    pub fn set(&self, at: i64) {
+        if let Clock::Manual(now) = self {
+            now.store(at, Ordering::SeqCst);
+        }
+    }
 }
 
 /// RFC 3339 in UTC with millisecond precision, ending in `Z`.

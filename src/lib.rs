@@ -17,6 +17,7 @@ pub mod http_server;
 pub mod mcp;
 pub mod platform;
 pub mod prompt;
+pub mod retention;
 pub mod sandbox;
 pub mod signing;
 pub mod startup;

@@ -30,6 +30,7 @@ pub struct Application {
     context: crate::api::AppState,
     /// The platform channel's worker and how many tasks run it.
     worker: Option<(Worker, usize)>,
+    retention: crate::retention::Retention,
 }
 
 impl Application {
@@ -118,6 +119,10 @@ impl Application {
             store,
             context: state,
             worker,
+            retention: crate::retention::Retention::new(
+                (&serve.retention).into(),
+                crate::clock::Clock::System,
+            ),
         })
     }
 
@@ -142,7 +147,7 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let housekeeping = tokio::spawn(housekeeping(self.store.clone()));
+        let housekeeping = tokio::spawn(housekeeping(self.store.clone(), self.retention));
         let (stop_workers, stop) = tokio::sync::watch::channel(false);
         let workers = match self.worker {
             Some((worker, count)) => worker.spawn(count, stop),
@@ -175,8 +180,10 @@ impl Application {
     }
 }
 
-/// Periodic clean-up that any replica may do: every statement is idempotent.
-async fn housekeeping(store: Store) {
+/// Periodic clean-up that any replica may do: every statement is
+/// idempotent, and retention purges take disjoint batches (see
+/// `store::retention`).
+async fn housekeeping(store: Store, retention: crate::retention::Retention) {
     let mut every_hour = tokio::time::interval(std::time::Duration::from_secs(3600));
     loop {
         every_hour.tick().await;
@@ -185,11 +192,22 @@ async fn housekeeping(store: Store) {
             Ok(n) => tracing::info!(purged = n, "expired idempotency records purged"),
             Err(err) => tracing::warn!(error = %err, "could not purge expired idempotency records"),
         }
-        let week_ago = crate::clock::now_millis() - 7 * 24 * 60 * 60 * 1000;
-        match store.purge_platform_messages(week_ago).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(purged = n, "finished platform messages purged"),
-            Err(err) => tracing::warn!(error = %err, "could not purge finished platform messages"),
+        match retention.purge(&store).await {
+            Ok(report) if !report.removed_anything() => {}
+            Ok(report) => tracing::info!(
+                conversations = report.conversations.conversations,
+                messages = report.conversations.messages,
+                batches = report.conversation_batches,
+                gap_texts = report.gap_texts,
+                mcp_calls = report.mcp_calls,
+                contract_tests = report.contract_tests,
+                prompt_usage = report.prompt_usage,
+                platform_messages = report.finished_platform_messages,
+                "expired data purged"
+            ),
+            Err(err) => {
+                tracing::warn!(error = %err, "retention purge interrupted; the next hour resumes it")
+            }
         }
         let day_ago = crate::clock::now_millis() - 24 * 60 * 60 * 1000;
         match store.purge_expired_channel_state(day_ago).await {

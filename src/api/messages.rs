@@ -109,6 +109,10 @@ pub async fn send_message(
         Err(TurnError::ConversationNotFound) => Err(ApiError::Validation(
             "conversation_id names no conversation of this account".into(),
         )),
+        // Nothing of the turn was kept; sending again starts afresh.
+        Err(TurnError::UserErased) => Err(ApiError::Conflict(
+            "this user's data was erased while the message was answered; nothing was kept".into(),
+        )),
         Err(TurnError::Inference(err)) => Err(ApiError::InferenceUnavailable(err.into())),
         Err(TurnError::Store(err)) => Err(err.into()),
     }

@@ -210,6 +210,9 @@ pub async fn report_operation_result(
             CloseOutcome::AlreadyClosed => {
                 return Err(ApiError::Conflict("the interaction is already closed".into()));
             }
+            CloseOutcome::ConversationGone => {
+                return Err(ApiError::NotFound("no such conversation"));
+            }
         }
         tracing::info!(interaction = %report.interaction_id, status = %report.status, "host operation result recorded");
         Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], response).into_response())

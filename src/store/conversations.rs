@@ -131,6 +131,24 @@ pub struct TurnRecord<'a> {
     /// `(capability, field)` references to forget (fail closed, rule 4).
     pub clear_references: Vec<(String, String)>,
     pub pending: PendingChange,
+    /// The turn's capability-gap event, written with it (so an erasure
+    /// that removes the conversation also finds its event).
+    pub gap_event: Option<&'a super::gap_events::GapEvent>,
+    /// When the turn began (Unix ms): an erasure of this user after it
+    /// keeps the turn from starting a conversation ([`super::data_requests`]).
+    pub started_at: i64,
+}
+
+/// What became of a turn's write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOutcome {
+    Committed,
+    /// The conversation the turn continued is gone (purged by retention or
+    /// erased while the turn ran): nothing was written.
+    ConversationGone,
+    /// The user was erased after the turn began: the conversation it would
+    /// start is not written back.
+    UserErased,
 }
 
 /// The outcome of closing an interaction with a host's terminal report.
@@ -139,6 +157,8 @@ pub enum CloseOutcome {
     Closed,
     /// Someone closed it first (or the idempotency claim was lost).
     AlreadyClosed,
+    /// The conversation was purged or erased meanwhile.
+    ConversationGone,
 }
 
 impl Store {
@@ -280,18 +300,31 @@ impl Store {
         })?)
     }
 
-    /// Writes one whole turn, or nothing.
-    pub async fn commit_turn(&self, account: &AccountId, turn: &TurnRecord<'_>) -> StoreResult<()> {
+    /// Writes one whole turn, or nothing. A conversation the turn
+    /// continues must still be there (its row is updated first, which on
+    /// PostgreSQL also locks it against an erasure or purge until the turn
+    /// commits); one it starts is not written for a user erased since the
+    /// turn began.
+    pub async fn commit_turn(
+        &self,
+        account: &AccountId,
+        turn: &TurnRecord<'_>,
+    ) -> StoreResult<CommitOutcome> {
         let now = now_millis();
         let begin = self.write_transaction_statement();
+        let erased_since = turn.started_at - super::data_requests::CLOCK_SKEW_ALLOWANCE_MS;
         let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             match &turn.new_conversation {
                 Some(new) => {
-                    sqlx::query(
+                    if let Some(user) = new.user_id {
+                        super::data_requests::hold_user_shared!(self, tx, account, user);
+                    }
+                    let inserted = sqlx::query(
                         "INSERT INTO conversations (id, account_id, user_id, created_at, updated_at, language, last_capability) \
-                         VALUES ($1, $2, $3, $4, $4, $5, $6)",
+                         SELECT $1, $2, $3, $4, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM erased_users e \
+                         WHERE e.account_id = $2 AND e.user_id = $3 AND e.erased_at >= $7)",
                     )
                     .bind(turn.conversation_id)
                     .bind(account.number())
@@ -299,8 +332,13 @@ impl Store {
                     .bind(now)
                     .bind(turn.decided_language)
                     .bind(turn.called_capability)
+                    .bind(erased_since)
                     .execute(&mut *tx)
-                    .await?;
+                    .await?
+                    .rows_affected();
+                    if inserted != 1 {
+                        return Ok(CommitOutcome::UserErased);
+                    }
                 }
                 None => {
                     let touched = sqlx::query(
@@ -316,7 +354,7 @@ impl Store {
                     .await?
                     .rows_affected();
                     if touched != 1 {
-                        return Err(StoreError::NotFound);
+                        return Ok(CommitOutcome::ConversationGone);
                     }
                 }
             }
@@ -406,8 +444,11 @@ impl Store {
                     .await?;
                 }
             }
+            if let Some(event) = turn.gap_event {
+                super::gap_events::insert_gap_event!(tx, account, event);
+            }
             tx.commit().await?;
-            Ok(())
+            Ok(CommitOutcome::Committed)
         })
     }
 
@@ -445,6 +486,20 @@ impl Store {
         let _gate = self.write_turn().await;
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
+            // The conversation first: the order an erasure or a purge takes
+            // (PostgreSQL row locks), so neither waits on the other in a cycle.
+            let touched = sqlx::query(
+                "UPDATE conversations SET updated_at = $3 WHERE id = $1 AND account_id = $2",
+            )
+            .bind(&interaction.conversation_id)
+            .bind(account.number())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if touched != 1 {
+                return Ok(CloseOutcome::ConversationGone);
+            }
             let closed = sqlx::query(
                 "UPDATE interactions SET status = $4, closed_at = $5 \
                  WHERE account_id = $1 AND conversation_id = $2 AND id = $3 AND status = $6",
@@ -472,11 +527,6 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            sqlx::query("UPDATE conversations SET updated_at = $2 WHERE id = $1")
-                .bind(&interaction.conversation_id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
             if !super::idempotency::complete_in_tx!(tx, account, completion)? {
                 return Ok(CloseOutcome::AlreadyClosed);
             }

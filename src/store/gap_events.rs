@@ -26,25 +26,36 @@ pub struct GapCursor {
 const COLUMNS: &str =
     "id, kind, reason_code, conversation_id, capability, message_text, occurred_at";
 
+/// Inserts `$event` for `$account` on `$tx` (a turn writes its event in
+/// its own transaction).
+macro_rules! insert_gap_event {
+    ($tx:expr, $account:expr, $event:expr) => {
+        sqlx::query(
+            "INSERT INTO gap_events (account_id, id, kind, reason_code, conversation_id, capability, \
+             message_text, occurred_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind($account.number())
+        .bind(&$event.id)
+        .bind($event.kind)
+        .bind($event.reason_code)
+        .bind(&$event.conversation_id)
+        .bind(&$event.capability)
+        .bind(&$event.message_text)
+        .bind($event.occurred_at)
+        .execute(&mut *$tx)
+        .await?
+    };
+}
+pub(crate) use insert_gap_event;
+
 impl Store {
     pub async fn record_gap_event(&self, account: &AccountId, event: &GapEvent) -> StoreResult<()> {
+        let begin = self.write_transaction_statement();
         let _gate = self.write_turn().await;
-        let sql = format!(
-            "INSERT INTO gap_events (account_id, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-        );
         on_pool!(self, pool => {
-            sqlx::query(&sql)
-                .bind(account.number())
-                .bind(&event.id)
-                .bind(event.kind)
-                .bind(event.reason_code)
-                .bind(&event.conversation_id)
-                .bind(&event.capability)
-                .bind(&event.message_text)
-                .bind(event.occurred_at)
-                .execute(pool)
-                .await
-                .map(|_| ())
+            let mut tx = pool.begin_with(begin).await?;
+            insert_gap_event!(tx, account, event);
+            tx.commit().await
         })?;
         Ok(())
     }

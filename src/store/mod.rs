@@ -23,6 +23,7 @@ pub mod capability_tests;
 mod columns;
 pub mod conversations;
 pub mod credentials;
+pub mod data_requests;
 pub mod diagnostics;
 mod error;
 pub mod gap_events;
@@ -31,6 +32,7 @@ pub mod mcp_calls;
 pub mod platform;
 pub mod policy;
 pub mod prompt_integrations;
+pub mod retention;
 pub mod signing_keys;
 
 pub use error::{Constraint, StoreError};
@@ -175,7 +177,11 @@ impl Store {
                     // NORMAL in WAL mode survives a killed process; only an OS crash may lose the last commits.
                     .synchronous(SqliteSynchronous::Normal)
                     .busy_timeout(SQLITE_BUSY_TIMEOUT)
-                    .foreign_keys(true);
+                    .foreign_keys(true)
+                    // Deleted rows are overwritten with zeros, not left in
+                    // free pages: erasure and retention leave no readable
+                    // trace in the file (SECURITY.md, "Data lifecycle").
+                    .pragma("secure_delete", "on");
                 // Each in-memory connection would be its own database.
                 let max = if kind == DatabaseKind::SqliteMemory {
                     1

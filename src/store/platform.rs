@@ -509,19 +509,4 @@ impl Store {
         }
         Ok(counts)
     }
-
-    /// Deletes finished messages received before `before` (they stop
-    /// deduplicating then); returns how many.
-    pub async fn purge_platform_messages(&self, before: i64) -> StoreResult<u64> {
-        let _gate = self.write_turn().await;
-        Ok(on_pool!(self, pool => {
-            sqlx::query("DELETE FROM platform_inbound WHERE received_at < $1 AND state IN ($2, $3)")
-                .bind(before)
-                .bind(InboundState::Replied)
-                .bind(InboundState::Dead)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected())
-        })?)
-    }
 }

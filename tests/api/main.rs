@@ -15,6 +15,7 @@ mod conversation_rules_model;
 mod crash;
 mod crash_harness;
 mod credentials;
+mod data_lifecycle;
 mod diagnostics;
 mod dialogues;
 mod errors;

@@ -1,6 +1,6 @@
 //! The last stage: the turn written in one transaction (both messages, the
-//! interaction record, references and the pending change), then its gap
-//! event, the operator's log line, and the message response.
+//! interaction record, references, the pending change and its gap event),
+//! then the operator's log line and the message response.
 
 use std::time::Instant;
 
@@ -13,7 +13,9 @@ use crate::agent::response::{AssistantMessage, BenchmarkObservation, MessageResp
 use crate::agent::trace::Trace;
 use crate::clock::now_millis;
 use crate::domain::diagnostics::DiagnosticMode;
-use crate::store::conversations::{NewConversation, NewInteraction, NewMessage, TurnRecord};
+use crate::store::conversations::{
+    CommitOutcome, NewConversation, NewInteraction, NewMessage, TurnRecord,
+};
 use crate::store::gap_events::GapEvent;
 
 /// Writes the turn and answers it.
@@ -40,6 +42,10 @@ pub(super) async fn commit(
         observation,
         called,
     } = outcome;
+    let gap_event = match &gap {
+        Some(gap) => Some(gap_event(engine, cx, gap).await?),
+        None => None,
+    };
     let record = TurnRecord {
         conversation_id: &cx.conversation_id,
         new_conversation: cx.existing.is_none().then_some(NewConversation {
@@ -66,10 +72,14 @@ pub(super) async fn commit(
         set_references,
         clear_references,
         pending,
+        gap_event: gap_event.as_ref(),
+        started_at: cx.started_at,
     };
-    engine.store.commit_turn(cx.account, &record).await?;
-    if let Some(gap) = &gap {
-        record_gap(engine, cx, gap).await;
+    match engine.store.commit_turn(cx.account, &record).await? {
+        CommitOutcome::Committed => {}
+        // Purged or erased while the turn ran: as if it had never existed.
+        CommitOutcome::ConversationGone => return Err(TurnError::ConversationNotFound),
+        CommitOutcome::UserErased => return Err(TurnError::UserErased),
     }
 
     let run_id = crate::agent::new_id("run_");
@@ -103,17 +113,15 @@ pub(super) async fn commit(
     })
 }
 
-/// Records the turn's gap event, with the message text only when the
-/// account's diagnostic mode asks for it; a failure is logged, not fatal.
-async fn record_gap(engine: &Engine, cx: &Context<'_>, gap: &Gap) {
-    let mode = match engine.store.get_diagnostic_mode(cx.account).await {
-        Ok(mode) => mode.unwrap_or_default(),
-        Err(err) => {
-            tracing::warn!(error = %err, "gap event not recorded");
-            return;
-        }
-    };
-    let event = GapEvent {
+/// The turn's gap event, with the message text only when the account's
+/// diagnostic mode asks for it (written in the turn's transaction).
+async fn gap_event(engine: &Engine, cx: &Context<'_>, gap: &Gap) -> Result<GapEvent, TurnError> {
+    let mode = engine
+        .store
+        .get_diagnostic_mode(cx.account)
+        .await?
+        .unwrap_or_default();
+    Ok(GapEvent {
         id: crate::agent::new_id("gap_"),
         kind: gap.kind,
         reason_code: gap.reason,
@@ -121,8 +129,5 @@ async fn record_gap(engine: &Engine, cx: &Context<'_>, gap: &Gap) {
         capability: gap.capability.clone(),
         message_text: (mode == DiagnosticMode::Text).then(|| cx.inbound.body.clone()),
         occurred_at: now_millis(),
-    };
-    if let Err(err) = engine.store.record_gap_event(cx.account, &event).await {
-        tracing::warn!(error = %err, "gap event not recorded");
-    }
+    })
 }

@@ -43,6 +43,8 @@ pub(super) struct Context<'a> {
     pub pending: Option<PendingOperation>,
     /// The capability the conversation's last call used.
     pub last_capability: Option<String>,
+    /// When the turn began (Unix ms), before anything was read.
+    pub started_at: i64,
 }
 
 /// One of the turn's capabilities (the catalog's, shared: `at`, `offer`
@@ -192,6 +194,7 @@ pub(super) async fn load<'a>(
     account: &'a AccountId,
     inbound: &'a InboundMessage,
 ) -> Result<Context<'a>, TurnError> {
+    let started_at = crate::clock::now_millis();
     let existing = match &inbound.conversation_id {
         Some(id) => Some(
             engine
@@ -262,6 +265,7 @@ pub(super) async fn load<'a>(
         references,
         pending,
         last_capability,
+        started_at,
     };
     // Rules 2 and 3 read values from this message and the user's earlier
     // ones: the guest judges their tokens against the patterns of the

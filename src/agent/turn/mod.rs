@@ -65,6 +65,9 @@ pub const BENCHMARK_METADATA_KEY: &str = "benchmark_correlation_id";
 pub enum TurnError {
     #[error("no such conversation")]
     ConversationNotFound,
+    /// The user's data was erased while this turn ran; nothing was kept.
+    #[error("the user's data was erased during the turn")]
+    UserErased,
     #[error(transparent)]
     Inference(#[from] PlannerError),
     #[error(transparent)]
