@@ -15,7 +15,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::capability_bodies::{CapabilityRequest, ManifestRequest};
 use super::error::{ApiError, FlatError, Violation};
-use super::idempotent;
+use super::idempotent::{self, IdempotencyKeyHeader};
 use super::json_body::JsonBody;
 use crate::clock::to_rfc3339;
 use crate::domain::account::AccountId;
@@ -181,7 +181,7 @@ pub struct CapabilityPath {
     summary = "Publish one capability (active, revision 1)",
     security(("bearer" = [])),
     params(
-        ("Idempotency-Key" = String, Header, description = "1 to 200 visible ASCII characters; a repeat with the same body replays the first answer", min_length = 1, max_length = 200),
+        IdempotencyKeyHeader,
     ),
     request_body(content = CapabilityRequest, content_type = "application/json"),
     responses(
@@ -207,7 +207,7 @@ pub async fn create_capability(
     summary = "Publish a manifest atomically",
     security(("bearer" = [])),
     params(
-        ("Idempotency-Key" = String, Header, description = "1 to 200 visible ASCII characters; a repeat with the same body replays the first answer", min_length = 1, max_length = 200),
+        IdempotencyKeyHeader,
     ),
     request_body(content = ManifestRequest, content_type = "application/json"),
     responses(

@@ -75,7 +75,7 @@ fn guarded_failure(err: GuardedWriteError) -> ApiError {
     security(("bearer" = [])),
     params(
         CapabilityPath,
-        ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
+        IfMatchHeader,
     ),
     request_body(content = CapabilityRequest, content_type = "application/json"),
     responses(
@@ -127,7 +127,7 @@ pub async fn revise_capability(
     security(("bearer" = [])),
     params(
         CapabilityPath,
-        ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
+        IfMatchHeader,
     ),
     responses(
         (status = 200, description = "Active at a new revision", body = CapabilityRecord),
@@ -162,7 +162,7 @@ pub async fn enable_capability(
     security(("bearer" = [])),
     params(
         CapabilityPath,
-        ("If-Match" = String, Header, description = "The current revision (digits, optionally quoted)", min_length = 1, max_length = 80),
+        IfMatchHeader,
     ),
     responses(
         (status = 200, description = "Disabled at a new revision", body = CapabilityRecord),
@@ -224,4 +224,15 @@ async fn transition(
         .map_err(guarded_failure)?;
     tracing::info!(capability = %row.id, revision = row.revision, status = %row.lifecycle_status, "capability state changed");
     Ok(Json(CapabilityRecord::from(&row)))
+}
+
+/// The `If-Match` request header of the revision-guarded routes, declared
+/// once for the OpenAPI document; `if_match` reads and checks it.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct IfMatchHeader {
+    /// The current revision (digits, optionally quoted)
+    #[serde(rename = "If-Match")]
+    #[param(min_length = 1, max_length = 80)]
+    pub if_match: String,
 }

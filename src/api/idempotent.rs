@@ -15,6 +15,17 @@ use crate::domain::account::AccountId;
 use crate::domain::idempotency;
 use crate::store::idempotency::Claim;
 
+/// The `Idempotency-Key` request header, declared once for the OpenAPI
+/// document of every route that takes one; `run` reads and checks it.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct IdempotencyKeyHeader {
+    /// 1 to 200 visible ASCII characters; a repeat with the same body replays the first answer
+    #[serde(rename = "Idempotency-Key")]
+    #[param(min_length = 1, max_length = 200)]
+    pub idempotency_key: String,
+}
+
 /// Runs `request` (given the parsed key) under the claimed key.
 pub async fn run<F, Fut>(
     app: &AppState,

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, FlatError};
-use super::idempotent;
+use super::idempotent::{self, IdempotencyKeyHeader};
 use super::json_body::JsonBody;
 use crate::agent::language::texts;
 use crate::agent::new_id;
@@ -125,7 +125,7 @@ fn parse_report(body: &Value) -> Result<Report, ApiError> {
     security(("bearer" = [])),
     params(
         ("conversationId" = String, Path, description = "The conversation of the interaction", min_length = 1, max_length = 128),
-        ("Idempotency-Key" = String, Header, description = "1 to 200 visible ASCII characters; a repeat with the same body replays the first answer", min_length = 1, max_length = 200),
+        IdempotencyKeyHeader,
     ),
     request_body(content = Report, content_type = "application/json"),
     responses(
