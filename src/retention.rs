@@ -63,6 +63,9 @@ pub struct PurgeReport {
     pub prompt_quota_days: u64,
     pub finished_platform_messages: u64,
     pub erasure_marks: u64,
+    /// Idempotency records, client event ids, expired pending operations
+    /// and prompt-integration limit rows.
+    pub housekeeping: u64,
 }
 
 impl PurgeReport {
@@ -132,6 +135,21 @@ impl Retention {
         })
         .await?;
         report.erasure_marks = store.purge_erasure_marks(now - ERASURE_MARK_MILLIS).await?;
+        // Housekeeping rows with fixed lifetimes: records past their replay
+        // window or expiry, client event ids and prompt-integration limit
+        // rows a day old (a spent token expires long before: the verifier
+        // refuses it anyway; a burst row idle a day counts nothing).
+        let day_ago = now - DAY_MILLIS;
+        for (kind, cutoff) in [
+            (AgedRecords::IdempotencyRecords, now),
+            (AgedRecords::ExpiredPendingOperations, now),
+            (AgedRecords::ClientEventIds, day_ago),
+            (AgedRecords::PromptTokens, day_ago),
+            (AgedRecords::PromptBursts, day_ago),
+        ] {
+            report.housekeeping +=
+                batches(batch, move || store.purge_aged_batch(kind, cutoff, batch)).await?;
+        }
         Ok(report)
     }
 }

@@ -187,11 +187,6 @@ async fn housekeeping(store: Store, retention: crate::retention::Retention) {
     let mut every_hour = tokio::time::interval(std::time::Duration::from_secs(3600));
     loop {
         every_hour.tick().await;
-        match store.purge_expired_idempotency_records().await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(purged = n, "expired idempotency records purged"),
-            Err(err) => tracing::warn!(error = %err, "could not purge expired idempotency records"),
-        }
         match retention.purge(&store).await {
             Ok(report) if !report.removed_anything() => {}
             Ok(report) => tracing::info!(
@@ -203,27 +198,12 @@ async fn housekeeping(store: Store, retention: crate::retention::Retention) {
                 contract_tests = report.contract_tests,
                 prompt_usage = report.prompt_usage,
                 platform_messages = report.finished_platform_messages,
+                housekeeping = report.housekeeping,
                 "expired data purged"
             ),
             Err(err) => {
                 tracing::warn!(error = %err, "retention purge interrupted; the next hour resumes it")
             }
-        }
-        let day_ago = crate::clock::now_millis() - 24 * 60 * 60 * 1000;
-        match store.purge_expired_channel_state(day_ago).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(
-                purged = n,
-                "expired client event ids and pending operations purged"
-            ),
-            Err(err) => tracing::warn!(error = %err, "could not purge expired channel state"),
-        }
-        // Spent challenge tokens outlive their validity by hours; burst
-        // rows idle for a day count nothing.
-        match store.purge_prompt_limits(day_ago).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(purged = n, "old prompt-integration limit rows purged"),
-            Err(err) => tracing::warn!(error = %err, "could not purge prompt-integration limits"),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! What is never written here: images or their extractions, opaque
 //! interaction references, raw endpoint results, credentials (rules 10, 11).
 
-use super::{Store, StoreError, StoreResult, on_pool};
+use super::{Store, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
 use crate::domain::account::AccountId;
@@ -279,25 +279,6 @@ impl Store {
                 .map(|_| ())
         })?;
         Ok(())
-    }
-
-    /// Deletes event identifiers and pending operations past their time.
-    pub async fn purge_expired_channel_state(&self, events_before: i64) -> StoreResult<u64> {
-        let _gate = self.write_turn().await;
-        let now = now_millis();
-        Ok(on_pool!(self, pool => {
-            let events = sqlx::query("DELETE FROM channel_events WHERE received_at < $1")
-                .bind(events_before)
-                .execute(pool)
-                .await?
-                .rows_affected();
-            let pending = sqlx::query("DELETE FROM pending_operations WHERE expires_at < $1")
-                .bind(now)
-                .execute(pool)
-                .await?
-                .rows_affected();
-            Ok::<u64, StoreError>(events + pending)
-        })?)
     }
 
     /// Writes one whole turn, or nothing. A conversation the turn

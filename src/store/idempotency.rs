@@ -112,18 +112,6 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes every record past its retention; returns how many.
-    pub async fn purge_expired_idempotency_records(&self) -> StoreResult<u64> {
-        let _gate = self.write_turn().await;
-        Ok(on_pool!(self, pool => {
-            sqlx::query("DELETE FROM idempotency_records WHERE expires_at < $1")
-                .bind(now_millis())
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected())
-        })?)
-    }
-
     /// Counts the account's records (for tests and diagnostics).
     pub async fn count_idempotency_records(&self, account: &AccountId) -> StoreResult<i64> {
         Ok(on_pool!(self, pool => {

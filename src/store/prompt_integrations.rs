@@ -310,19 +310,4 @@ impl Store {
             .map(|(outcome, n)| (outcome.as_str().to_owned(), n))
             .collect())
     }
-
-    /// Forgets spent tokens older than `before` (a token expires long
-    /// before: the verifier refuses it anyway) and burst rows idle since.
-    pub async fn purge_prompt_limits(&self, before: i64) -> StoreResult<u64> {
-        let _gate = self.write_turn().await;
-        let tokens = on_pool!(self, pool => {
-            sqlx::query("DELETE FROM prompt_integration_tokens WHERE used_at < $1")
-                .bind(before).execute(pool).await.map(|r| r.rows_affected())
-        })?;
-        let bursts = on_pool!(self, pool => {
-            sqlx::query("DELETE FROM prompt_integration_bursts WHERE t3 < $1")
-                .bind(before).execute(pool).await.map(|r| r.rows_affected())
-        })?;
-        Ok(tokens + bursts)
-    }
 }

@@ -26,17 +26,38 @@ closed_set! {
         PromptUsage = "prompt_integration_usage",
         /// The platform queue's finished (replied or dead) messages.
         FinishedPlatformMessages = "platform_inbound",
+        /// Idempotency records past their replay window.
+        IdempotencyRecords = "idempotency_records",
+        /// Client event ids of the HTTP channel, kept a day for deduplication.
+        ClientEventIds = "channel_events",
+        /// Pending operations past their expiry.
+        ExpiredPendingOperations = "pending_operations",
+        /// Spent prompt-integration challenge tokens.
+        PromptTokens = "prompt_integration_tokens",
+        /// Prompt-integration burst counters idle for a day.
+        PromptBursts = "prompt_integration_bursts",
     }
 }
 
 impl AgedRecords {
-    /// `(key column, age column, extra predicate)`; the predicate repeats
-    /// the partial index's literally, so both planners use it.
+    /// `(key columns, age column, extra predicate)`: the key is the
+    /// table's primary key (a row value when it has several columns); the
+    /// predicate repeats the partial index's literally, so both planners
+    /// use it. Each age column has an index (migrations 0012, 0015, 0016).
     fn columns(self) -> (&'static str, &'static str, String) {
         match self {
             AgedRecords::McpCalls | AgedRecords::ContractTests | AgedRecords::PromptUsage => {
                 ("id", "created_at", String::new())
             }
+            AgedRecords::IdempotencyRecords => {
+                ("account_id, idempotency_key", "expires_at", String::new())
+            }
+            AgedRecords::ClientEventIds => ("account_id, event_id", "received_at", String::new()),
+            AgedRecords::ExpiredPendingOperations => {
+                ("conversation_id", "expires_at", String::new())
+            }
+            AgedRecords::PromptTokens => ("token_hash", "used_at", String::new()),
+            AgedRecords::PromptBursts => ("integration_id, client", "t3", String::new()),
             AgedRecords::FinishedPlatformMessages => (
                 "seq",
                 "received_at",
@@ -112,7 +133,7 @@ impl Store {
         let (key, age, predicate) = kind.columns();
         let table = kind.as_str();
         let sql = format!(
-            "DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} \
+            "DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} \
              WHERE {age} < $1{predicate} ORDER BY {age} LIMIT $2 {})",
             self.skip_locked()
         );

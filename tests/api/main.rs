@@ -36,6 +36,7 @@ mod platform_webhook;
 mod policy;
 mod prompt_integrations;
 mod pruning;
+mod query_plans;
 mod secret_sweep;
 mod signing;
 mod slow_clients;

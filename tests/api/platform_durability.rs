@@ -17,7 +17,7 @@ const APP_SECRET: &str = "durability-app-secret";
 const NUMBER: &str = "4455667788";
 const TOKEN: &str = "EAAG-durability";
 
-fn env(api: &FakeSendApi) -> Vec<(&'static str, String)> {
+pub fn platform_env(api: &FakeSendApi) -> Vec<(&'static str, String)> {
     vec![
         ("WARDEN_WEBHOOK_VERIFY_TOKEN", VERIFY_TOKEN.into()),
         ("WARDEN_WEBHOOK_APP_SECRET", APP_SECRET.into()),
@@ -38,6 +38,12 @@ async fn start(db: &TestDb, env: &[(&'static str, String)]) -> ServerProcess {
 /// The account and its number, through the real CLI (the token sealed).
 async fn set_up(db: &TestDb) {
     cli_account_with_key(db, "shop").await;
+    register_number(db).await;
+}
+
+/// Registers the number for the existing account `shop`, through the real
+/// CLI (the token sealed).
+pub async fn register_number(db: &TestDb) {
     let file = db.dir().join("token.txt");
     std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
     let out = warden_command(db)
@@ -66,7 +72,7 @@ async fn set_up(db: &TestDb) {
     assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
 }
 
-fn delivery(user: &str, id: &str, body: &str) -> Vec<u8> {
+pub fn delivery(user: &str, id: &str, body: &str) -> Vec<u8> {
     serde_json::to_vec(
         &json!({"object": "whatsapp_business_account", "entry": [{"id": "w", "changes": [{
             "field": "messages",
@@ -80,7 +86,7 @@ fn delivery(user: &str, id: &str, body: &str) -> Vec<u8> {
 }
 
 /// Posts one delivery as the platform does; `true` once it got a 200.
-async fn post(client: &reqwest::Client, address: &str, bytes: &[u8]) -> bool {
+pub async fn post(client: &reqwest::Client, address: &str, bytes: &[u8]) -> bool {
     let sent = client
         .post(format!("{address}/v1/webhooks/platform"))
         .header("content-type", "application/json")
@@ -155,7 +161,7 @@ async fn sigkill_anywhere_still_gives_one_reply_per_accepted_message(backend: Ba
     let api = FakeSendApi::start().await;
     let db = TestDb::new(backend).await;
     set_up(&db).await;
-    let env = env(&api);
+    let env = platform_env(&api);
     let client = reqwest::Client::new();
     let users: Vec<String> = (0..5).map(|u| format!("3460000{u:04}")).collect();
     // Deliveries the platform still has to (re)deliver: no 200 seen yet.
@@ -211,7 +217,7 @@ async fn two_replicas_on_one_postgresql_drain_one_queue() {
     let api = FakeSendApi::start().await;
     let db = TestDb::new(Backend::Postgres).await;
     set_up(&db).await;
-    let env = env(&api);
+    let env = platform_env(&api);
     let replicas = [start(&db, &env).await, start(&db, &env).await];
     let addresses: Vec<String> = replicas.iter().map(|r| r.address.clone()).collect();
     let started = Instant::now();

@@ -50,7 +50,7 @@ async fn idempotency_claims_expire_and_are_purged(backend: Backend) {
             .unwrap(),
         Claim::Fresh
     );
-    assert_eq!(store.purge_expired_idempotency_records().await.unwrap(), 0);
+    assert_eq!(purge_idempotency_records(&store).await, 0);
     // Age both records past retention (and k1's claim past abandonment).
     let age = "UPDATE idempotency_records SET expires_at = 0, created_at = 0";
     match &store {
@@ -70,7 +70,7 @@ async fn idempotency_claims_expire_and_are_purged(backend: Backend) {
         "an expired key is free again"
     );
     assert_eq!(
-        store.purge_expired_idempotency_records().await.unwrap(),
+        purge_idempotency_records(&store).await,
         1,
         "k2 purged; k1 is a fresh claim"
     );
@@ -282,4 +282,18 @@ async fn a_conversations_messages_keep_the_order_they_were_said(backend: Backend
             && said[2].ends_with("A-1002?")
             && said[4].ends_with("A-1003?")
     );
+}
+
+/// The retention purge's batch of expired idempotency records, as the
+/// hourly housekeeping runs it.
+async fn purge_idempotency_records(store: &warden::store::Store) -> u64 {
+    use warden::store::retention::AgedRecords;
+    store
+        .purge_aged_batch(
+            AgedRecords::IdempotencyRecords,
+            warden::clock::now_millis(),
+            100,
+        )
+        .await
+        .unwrap()
 }

@@ -162,6 +162,26 @@ pub fn preparation(base: &str, name: &str, description: &str, when: &str, path: 
     d
 }
 
+/// The shop's host endpoint on loopback, answering as [`answer`] says.
+pub async fn shop_endpoint() -> FakeEndpoint {
+    FakeEndpoint::start(|request: Received| async move {
+        let arguments: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let (status, body) = answer(request.uri.path(), &arguments);
+        json_response(status, &body)
+    })
+    .await
+}
+
+/// The shop's three capabilities against the endpoint at `base`, in the
+/// order `Shop::ids` names them.
+pub fn shop_definitions(base: &str) -> Vec<Value> {
+    vec![
+        order_status(base),
+        customer_orders(base),
+        prepare_address_change(base),
+    ]
+}
+
 impl Shop {
     pub async fn open(backend: Backend) -> Shop {
         Self::open_with(TestApp::spawn(backend).await).await
@@ -169,17 +189,8 @@ impl Shop {
 
     pub async fn open_with(app: TestApp) -> Shop {
         let key = account_ready(&app, "shop").await;
-        let endpoint = FakeEndpoint::start(|request: Received| async move {
-            let arguments: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-            let (status, body) = answer(request.uri.path(), &arguments);
-            json_response(status, &body)
-        })
-        .await;
-        let definitions = vec![
-            order_status(&endpoint.base),
-            customer_orders(&endpoint.base),
-            prepare_address_change(&endpoint.base),
-        ];
+        let endpoint = shop_endpoint().await;
+        let definitions = shop_definitions(&endpoint.base);
         let (status, body) =
             status_and_json(app.import_capabilities(&key, &new_key(), definitions).await).await;
         assert_eq!(status, 201, "{body}");
