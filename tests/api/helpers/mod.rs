@@ -13,6 +13,7 @@ pub mod fake_send_api;
 pub mod fake_verifier;
 pub mod fixtures;
 mod process;
+pub mod prometheus;
 pub mod shop;
 
 pub use app::TestApp;
