@@ -61,7 +61,7 @@ pub async fn request_log(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     let status = response.status().as_u16();
-    span.record("http.response.status_code", status);
+    span.record("http.response.status_code", i64::from(status));
     if status >= 500 {
         span.record("otel.status_code", "ERROR");
     }

@@ -174,7 +174,7 @@ impl Executor {
             }
         };
         span.record("warden.call.outcome", word);
-        span.record("warden.call.attempts", attempts);
+        span.record("warden.call.attempts", i64::from(attempts));
         crate::metrics::capability_call(call.kind.as_str(), word, started.elapsed());
         if let Err(failure) = &outcome {
             tracing::info!(capability = %call.capability.id, revision = call.capability.revision,

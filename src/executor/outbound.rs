@@ -98,7 +98,7 @@ impl HttpCaller {
                 otel.kind = "client",
                 http.request.method = exchange.method.as_str(),
                 server.address = exchange.url.host_str().unwrap_or(""),
-                server.port = exchange.url.port_or_known_default().unwrap_or(0),
+                server.port = i64::from(exchange.url.port_or_known_default().unwrap_or(0)),
                 http.response.status_code = tracing::field::Empty,
                 error.type = tracing::field::Empty,
             )
@@ -143,7 +143,7 @@ impl HttpCaller {
         mut response: reqwest::Response,
     ) -> Result<serde_json::Value, CallFailure> {
         let status = response.status();
-        tracing::Span::current().record("http.response.status_code", status.as_u16());
+        tracing::Span::current().record("http.response.status_code", i64::from(status.as_u16()));
         if status.is_redirection() {
             return Err(CallFailure::RedirectRefused {
                 status: status.as_u16(),

@@ -175,7 +175,7 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
         .unwrap();
     let (status, turn) = status_and_json(response).await;
     assert_eq!(status, 200, "{turn}");
-    assert_eq!(turn["message"]["text"], MODEL_REPLY, "{turn}");
+    assert_eq!(turn["message"]["body"], MODEL_REPLY, "{turn}");
 
     let spans = receiver.wait_for("invoke_agent").await;
     let spans = if spans
@@ -201,10 +201,13 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
         text(server_span, "http.route"),
         "/v1/channels/http/messages"
     );
-    assert!(matches!(
-        attribute(server_span, "http.response.status_code"),
-        Some(AnyValue::IntValue(200))
-    ));
+    assert!(
+        matches!(
+            attribute(server_span, "http.response.status_code"),
+            Some(AnyValue::IntValue(200))
+        ),
+        "{server_span:?}"
+    );
     let server_trace_state = &server_span.trace_state;
     assert!(
         server_trace_state.contains("vendor=opaque"),
@@ -266,15 +269,17 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
         assert_eq!(text(chat, "gen_ai.request.model"), "fake-model");
         assert!(ancestors(chat).contains(&"invoke_agent".to_owned()));
     }
-    let resource = &receiver.requests.lock().unwrap()[0].0.resource_spans[0];
-    let service = resource
-        .resource
-        .as_ref()
-        .unwrap()
-        .attributes
-        .iter()
-        .find(|kv| kv.key == "service.name")
-        .and_then(|kv| kv.value.as_ref()?.value.clone());
+    let service = {
+        let requests = receiver.requests.lock().unwrap();
+        requests[0].0.resource_spans[0]
+            .resource
+            .as_ref()
+            .unwrap()
+            .attributes
+            .iter()
+            .find(|kv| kv.key == "service.name")
+            .and_then(|kv| kv.value.as_ref()?.value.clone())
+    };
     assert_eq!(service, Some(AnyValue::StringValue("warden".into())));
 
     // The endpoint got the trace, naming the client span; the signature

@@ -113,8 +113,13 @@ impl Prometheus {
     pub async fn wait_for_scrape(&self) {
         let since = now_seconds();
         for _ in 0..100 {
-            let samples = self.query("timestamp(up{job=\"warden\"} == 1)").await;
-            if samples.first().is_some_and(|(_, at)| *at > since) {
+            // `timestamp()` of a plain selector is the sample's own time
+            // (of any other expression, the evaluation time).
+            let at = self.query("timestamp(up{job=\"warden\"})").await;
+            let up = self.query("up{job=\"warden\"}").await;
+            if at.first().is_some_and(|(_, at)| *at > since)
+                && up.first().is_some_and(|(_, up)| *up == 1.0)
+            {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;

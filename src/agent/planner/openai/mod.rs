@@ -384,10 +384,16 @@ fn parse_completion(bytes: &[u8]) -> Result<AssistantMessage, CallError> {
     if let Some(usage) = &completion.usage {
         let span = tracing::Span::current();
         if let Some(tokens) = usage.prompt_tokens {
-            span.record("gen_ai.usage.input_tokens", tokens);
+            span.record(
+                "gen_ai.usage.input_tokens",
+                i64::try_from(tokens).unwrap_or(i64::MAX),
+            );
         }
         if let Some(tokens) = usage.completion_tokens {
-            span.record("gen_ai.usage.output_tokens", tokens);
+            span.record(
+                "gen_ai.usage.output_tokens",
+                i64::try_from(tokens).unwrap_or(i64::MAX),
+            );
         }
     }
     completion
