@@ -15,7 +15,7 @@ SCHEMATHESIS_FUZZ_EXAMPLES ?= 500
 # Seconds of the soak per database (`make soak`).
 SOAK_SECONDS ?= 600
 
-.PHONY: help run test guest bench soak lint walkthrough fuzz openapi toolchain postgres
+.PHONY: help run test guest bench soak lint walkthrough fuzz openapi toolchain postgres prometheus
 
 help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
@@ -46,10 +46,14 @@ toolchain:
 postgres:
 	@scripts/ensure-postgres.sh
 
+# The metrics tests' real Prometheus server and promtool (Debian's package).
+prometheus:
+	@scripts/ensure-prometheus.sh
+
 run: toolchain
 	$(CARGO) run --bin warden -- serve $(WARDEN_ARGS)
 
-test: toolchain postgres
+test: toolchain postgres prometheus
 	$(CARGO) test --workspace --no-fail-fast
 	cd guest-policy && $(CARGO) test --locked -p warden-policy-rules
 	scripts/fuzz-smoke.sh

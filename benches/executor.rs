@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use warden::cli::{
     AccountCommand, AdminCommand, DatabaseArgs, KeyCommand, MasterKeyArgs, ServeArgs,
 };
-use warden::executor::{Call, CapabilityAtRevision};
+use warden::executor::{Call, CallKind, CapabilityAtRevision};
 use warden::startup::Application;
 
 const WARMUP: usize = 200;
@@ -110,6 +110,7 @@ async fn main() {
         let report = context
             .executor
             .call(Call {
+                kind: CallKind::Test,
                 account: &account,
                 user_id: Some("user-1"),
                 capability: &capability,

@@ -126,6 +126,13 @@ pub struct ServeArgs {
     /// binary) at `/docs`. Off by default.
     #[arg(long, env = "WARDEN_DOCS_UI", default_value_t = false)]
     pub docs_ui: bool,
+
+    /// Serve Prometheus metrics (`GET /metrics`, text format) on this
+    /// address and port, a listener of its own apart from the API (for
+    /// example 127.0.0.1:9464; keep it off the public network). Off when
+    /// unset: then no metric is recorded at all.
+    #[arg(long, env = "WARDEN_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// `ServeArgs` built in code (tests and benchmarks run the server in
@@ -146,6 +153,7 @@ impl ServeArgs {
             mcp: McpArgs::default(),
             retention: RetentionArgs::default(),
             docs_ui: false,
+            metrics_listen: None,
         }
     }
 

@@ -121,6 +121,11 @@ impl PolicySandbox {
         self.options.allow_loopback_http
     }
 
+    /// SHA-256 of the guest component in use (hex), for `warden_build_info`.
+    pub fn guest_sha256(&self) -> &str {
+        &self.sandbox.info().sha256
+    }
+
     /// Import-time rules (contract 2.5, 2.6) for one definition.
     pub async fn check_definition(
         &self,
@@ -133,7 +138,7 @@ impl PolicySandbox {
             scope(account),
             definition.to_string(),
         );
-        run_blocking(move || {
+        run_blocking("check-definition", move || {
             sandbox
                 .check_definition(&scope, &text, options)
                 .map(violations_of)
@@ -153,7 +158,7 @@ impl PolicySandbox {
         arguments: String,
     ) -> Result<Vec<Violation>, SandboxError> {
         let (sandbox, scope) = (self.sandbox.clone(), scope(account));
-        run_blocking(move || {
+        run_blocking("validate-arguments", move || {
             let schema = SchemaRef {
                 key: &schema_key,
                 text: &input_schema,
@@ -174,7 +179,7 @@ impl PolicySandbox {
         result: String,
     ) -> Result<Result<Value, Vec<Violation>>, SandboxError> {
         let (sandbox, scope) = (self.sandbox.clone(), scope(account));
-        let pruned = run_blocking(move || {
+        let pruned = run_blocking("prune-output", move || {
             let schema = SchemaRef {
                 key: &schema_key,
                 text: &output_schema,
@@ -201,7 +206,7 @@ impl PolicySandbox {
         candidates: Vec<String>,
     ) -> Result<Result<Vec<usize>, Vec<Violation>>, SandboxError> {
         let (sandbox, scope) = (self.sandbox.clone(), scope(account));
-        run_blocking(move || {
+        run_blocking("match-pattern", move || {
             let schema = SchemaRef {
                 key: &schema_key,
                 text: &input_schema,
@@ -222,17 +227,40 @@ impl PolicySandbox {
     ) -> Vec<PatternVerdict> {
         let (sandbox, scope, memo) = (self.sandbox.clone(), scope(account), self.memo.clone());
         let count = questions.len();
-        tokio::task::spawn_blocking(move || answer_batch(&sandbox, &scope, &memo, questions))
-            .await
-            .unwrap_or_else(|join| {
-                (0..count)
-                    .map(|_| {
-                        Err(SandboxError::Unavailable(format!(
-                            "sandbox call panicked: {join}"
-                        )))
-                    })
-                    .collect()
+        let span = crate::trace_context::span(|| {
+            tracing::info_span!(
+                "guest",
+                otel.name = "match-pattern",
+                warden.guest.export = "match-pattern"
+            )
+        });
+        let started = Instant::now();
+        let verdicts = tokio::task::spawn_blocking(move || {
+            span.in_scope(|| answer_batch(&sandbox, &scope, &memo, questions))
+        })
+        .await
+        .unwrap_or_else(|join| {
+            (0..count)
+                .map(|_| {
+                    Err(SandboxError::Unavailable(format!(
+                        "sandbox call panicked: {join}"
+                    )))
+                })
+                .collect()
+        });
+        // One batch, one observation: its worst verdict.
+        let outcome = verdicts
+            .iter()
+            .find_map(|v| v.as_ref().err().map(guest_fault))
+            .or_else(|| {
+                verdicts
+                    .iter()
+                    .any(|v| matches!(v, Ok(Err(_))))
+                    .then_some("refused")
             })
+            .unwrap_or("ok");
+        crate::metrics::guest_call("match-pattern", outcome, started.elapsed());
+        verdicts
     }
 
     /// A prompt-integration schema against the subset of contract 2.13:
@@ -244,7 +272,7 @@ impl PolicySandbox {
         schema: String,
     ) -> Result<Vec<Violation>, SandboxError> {
         let (sandbox, scope) = (self.sandbox.clone(), scope(account));
-        run_blocking(move || {
+        run_blocking("check-integration-schema", move || {
             sandbox
                 .check_integration_schema(&scope, kind, &schema)
                 .map(violations_of)
@@ -262,7 +290,7 @@ impl PolicySandbox {
         value: String,
     ) -> Result<Vec<Violation>, SandboxError> {
         let (sandbox, scope) = (self.sandbox.clone(), scope(account));
-        run_blocking(move || {
+        run_blocking("validate-integration", move || {
             let schema = SchemaRef {
                 key: &schema_key,
                 text: &schema,
@@ -281,7 +309,10 @@ impl PolicySandbox {
         result: String,
     ) -> Result<Result<ShapedInteraction, Vec<Violation>>, SandboxError> {
         let (sandbox, scope) = (self.sandbox.clone(), scope(account));
-        run_blocking(move || sandbox.shape_interaction(&scope, &result)).await
+        run_blocking("shape-interaction", move || {
+            sandbox.shape_interaction(&scope, &result)
+        })
+        .await
     }
 }
 
@@ -371,14 +402,55 @@ fn violations_of(verdict: Result<(), Vec<Violation>>) -> Vec<Violation> {
     verdict.err().unwrap_or_default()
 }
 
-async fn run_blocking<T: Send + 'static>(
+/// One guest call on the blocking pool: the one place guest calls are
+/// measured (`warden_guest_calls_total`, a `guest {export}` span).
+async fn run_blocking<T: GuestAnswer + Send + 'static>(
+    export: &'static str,
     call: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
 ) -> Result<T, SandboxError> {
-    tokio::task::spawn_blocking(call)
+    let span = crate::trace_context::span(|| {
+        tracing::info_span!("guest", otel.name = export, warden.guest.export = export)
+    });
+    let started = Instant::now();
+    let answer = tokio::task::spawn_blocking(move || span.in_scope(call))
         .await
         .unwrap_or_else(|join| {
             Err(SandboxError::Unavailable(format!(
                 "sandbox call panicked: {join}"
             )))
-        })
+        });
+    let outcome = match &answer {
+        Ok(answer) if answer.refused() => "refused",
+        Ok(_) => "ok",
+        Err(err) => guest_fault(err),
+    };
+    crate::metrics::guest_call(export, outcome, started.elapsed());
+    answer
+}
+
+/// A guest fault as the guest-call metric's outcome.
+fn guest_fault(err: &SandboxError) -> &'static str {
+    match err {
+        SandboxError::Deadline(_) => "deadline",
+        SandboxError::MemoryLimit { .. } | SandboxError::TableLimit { .. } => "memory",
+        SandboxError::Trap(_) => "trap",
+        _ => "fault",
+    }
+}
+
+/// Whether a guest's answer refused its input (violations found).
+trait GuestAnswer {
+    fn refused(&self) -> bool;
+}
+
+impl GuestAnswer for Vec<Violation> {
+    fn refused(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl<T> GuestAnswer for Result<T, Vec<Violation>> {
+    fn refused(&self) -> bool {
+        self.is_err()
+    }
 }

@@ -31,6 +31,11 @@ pub struct Application {
     /// The platform channel's worker and how many tasks run it.
     worker: Option<(Worker, usize)>,
     retention: crate::retention::Retention,
+    /// The metrics listener (`--metrics-listen`), when configured.
+    metrics: Option<(
+        TcpListener,
+        &'static metrics_exporter_prometheus::PrometheusHandle,
+    )>,
 }
 
 impl Application {
@@ -108,6 +113,20 @@ impl Application {
         let listener = TcpListener::bind(serve.listen)
             .await
             .with_context(|| format!("cannot listen on {}", serve.listen))?;
+        let metrics = match serve.metrics_listen {
+            Some(address) => {
+                let listener = TcpListener::bind(address).await.with_context(|| {
+                    format!("cannot listen for metrics on {address} (WARDEN_METRICS_LISTEN)")
+                })?;
+                let handle = crate::metrics::install(crate::metrics::BuildInfo {
+                    version: env!("CARGO_PKG_VERSION"),
+                    contract: crate::api::openapi::CONTRACT_VERSION,
+                    guest_sha256: state.sandbox.guest_sha256().to_owned(),
+                })?;
+                Some((listener, handle))
+            }
+            None => None,
+        };
         Ok(Application {
             listener,
             router: api::router(
@@ -123,6 +142,7 @@ impl Application {
                 (&serve.retention).into(),
                 crate::clock::Clock::System,
             ),
+            metrics,
         })
     }
 
@@ -130,6 +150,13 @@ impl Application {
         self.listener
             .local_addr()
             .expect("a bound listener has an address")
+    }
+
+    /// Where the metrics listener listens, when configured.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
+            .as_ref()
+            .and_then(|(listener, _)| listener.local_addr().ok())
     }
 
     pub fn store(&self) -> &Store {
@@ -148,6 +175,13 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let housekeeping = tokio::spawn(housekeeping(self.store.clone(), self.retention));
+                let metrics = self.metrics.map(|(listener, handle)| {
+            tokio::spawn(http_server::metrics_listener::serve(
+                listener,
+                handle,
+                self.store.clone(),
+            ))
+        });
         let (stop_workers, stop) = tokio::sync::watch::channel(false);
         let workers = match self.worker {
             Some((worker, count)) => worker.spawn(count, stop),
@@ -156,6 +190,9 @@ impl Application {
         let served =
             http_server::serve(self.listener, self.router, self.connection_limits, shutdown).await;
         housekeeping.abort();
+        if let Some(metrics) = metrics {
+            metrics.abort();
+        }
         // Workers finish the message in hand; a claim cut short lapses and
         // another attempt (here or on a replica) takes it over.
         let _ = stop_workers.send(true);
@@ -335,6 +372,9 @@ pub async fn serve(
     // Handlers are installed before announcing readiness, so a signal sent
     // right after start-up is never the default "terminate at once".
     let shutdown = shutdown_signal()?;
+    if let Some(metrics) = app.metrics_addr() {
+        tracing::info!(address = %metrics, "metrics at http://{metrics}/metrics");
+    }
     tracing::info!(
         address = %app.local_addr(),
         backend = app.store().backend_name(),

@@ -1,26 +1,285 @@
-//! Logging: `tracing` to standard error, as text or JSON lines.
-//! Standard output stays free for the admin commands' JSON.
+//! Logging and traces. Logs: `tracing` to standard error, as text or JSON
+//! lines (standard output stays free for the admin commands' JSON); a JSON
+//! line written inside a traced span carries its `trace_id` and `span_id`.
+//! Traces: the same `tracing` spans exported as OpenTelemetry spans over
+//! OTLP/HTTP (protobuf) when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, configured by the standard
+//! `OTEL_*` variables; off otherwise.
+//!
+//! Export never slows a request: finished spans go into a bounded queue that
+//! a batch processor drains on its own thread (with the blocking HTTP
+//! client, never on the server's runtime); a span that finds the queue full,
+//! or whose batch the collector refused or did not take in time, is dropped
+//! and counted in `warden_trace_spans_dropped_total`.
 
 use crate::cli::{LogArgs, LogFormat};
-use anyhow::Context;
+use anyhow::Context as _;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, Span, SpanData, SpanExporter,
+    SpanProcessor,
+};
 use std::io::IsTerminal;
-use tracing_subscriber::EnvFilter;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tracing_subscriber::fmt::format::{Format, Json, JsonFields, Writer};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, filter::Targets};
 
-pub fn init(args: &LogArgs) -> anyhow::Result<()> {
+/// Keeps the trace exporter alive; dropping it flushes what is queued
+/// (for at most a few seconds).
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(provider) = self.provider.take() {
+            let _ = provider.shutdown_with_timeout(Duration::from_secs(3));
+        }
+    }
+}
+
+/// Where and how traces go, from the standard variables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtlpSettings {
+    pub service_name: String,
+    /// Spans waiting for export at most (`OTEL_BSP_MAX_QUEUE_SIZE`).
+    pub max_queue: usize,
+}
+
+/// Reads the `OTEL_*` variables: `None` when no endpoint is set (or
+/// `OTEL_SDK_DISABLED=true`), an error for a protocol this build does not
+/// speak or an endpoint that is not a URL.
+pub fn otlp_settings(var: impl Fn(&str) -> Option<String>) -> anyhow::Result<Option<OtlpSettings>> {
+    let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+    if var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return Ok(None);
+    }
+    let endpoint = match var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+        Some(endpoint) => ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint),
+        None => match var("OTEL_EXPORTER_OTLP_ENDPOINT") {
+            Some(endpoint) => ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+            None => return Ok(None),
+        },
+    };
+    let parsed = url::Url::parse(endpoint.1.trim())
+        .with_context(|| format!("{} {:?} is not a URL", endpoint.0, endpoint.1))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        anyhow::bail!("{} {:?} must be http(s)", endpoint.0, endpoint.1);
+    }
+    for name in [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ] {
+        if let Some(protocol) = var(name) {
+            if protocol.trim() != "http/protobuf" {
+                anyhow::bail!(
+                    "{name} {protocol:?} is not supported: Warden exports traces as http/protobuf \
+                     (set {name}=http/protobuf, or unset it)"
+                );
+            }
+            break;
+        }
+    }
+    let max_queue = match var("OTEL_BSP_MAX_QUEUE_SIZE") {
+        Some(size) => size
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .with_context(|| {
+                format!("OTEL_BSP_MAX_QUEUE_SIZE {size:?} is not a positive number")
+            })?,
+        None => 2048,
+    };
+    Ok(Some(OtlpSettings {
+        service_name: var("OTEL_SERVICE_NAME").unwrap_or_else(|| "warden".into()),
+        max_queue,
+    }))
+}
+
+/// Installs logging, and tracing when `traces` is set (`warden serve` with
+/// an OTLP endpoint).
+pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Telemetry> {
     let filter = EnvFilter::try_new(&args.filter)
         .with_context(|| format!("invalid log filter {:?} (WARDEN_LOG)", args.filter))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(true)
-        .with_ansi(std::io::stderr().is_terminal());
-    let installed = match args.log_format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder
+    let logs = match args.log_format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_target(true)
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(true)
-            .try_init(),
+            .with_writer(std::io::stderr)
+            .map_event_format(WithTraceIds)
+            .with_filter(filter)
+            .boxed(),
     };
-    installed.map_err(|e| anyhow::anyhow!("could not install the logger: {e}"))
+    let (provider, spans) = match traces {
+        Some(settings) => {
+            let provider = tracer_provider(&settings)?;
+            let tracer = provider.tracer("warden");
+            // Warden's own spans only, whatever the log filter says.
+            let layer = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(Targets::new().with_target("warden", tracing::Level::INFO));
+            (Some(provider), Some(layer))
+        }
+        None => (None, None),
+    };
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(spans)
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("could not install the logger: {e}"))?;
+    if provider.is_some() {
+        crate::trace_context::enable();
+    }
+    Ok(Telemetry { provider })
+}
+
+fn tracer_provider(settings: &OtlpSettings) -> anyhow::Result<SdkTracerProvider> {
+    // The endpoint, headers and timeout come from the OTEL_* variables.
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .build()
+        .context("cannot build the OTLP/HTTP trace exporter")?;
+    let gate = Arc::new(QueueGate {
+        pending: AtomicUsize::new(0),
+        limit: settings.max_queue,
+    });
+    let batches = BatchSpanProcessor::builder(CountingExporter {
+        inner: exporter,
+        gate: gate.clone(),
+    })
+    // The gate admits at most `limit` spans, so the processor's own queue
+    // (the same size) never drops one uncounted.
+    .with_batch_config(
+        BatchConfigBuilder::default()
+            .with_max_queue_size(settings.max_queue)
+            .build(),
+    )
+    .build();
+    let resource = opentelemetry_sdk::Resource::builder()
+        .with_service_name(settings.service_name.clone())
+        .build();
+    Ok(SdkTracerProvider::builder()
+        .with_resource(resource)
+        .with_span_processor(GatedProcessor {
+            inner: batches,
+            gate,
+        })
+        .build())
+}
+
+/// Spans handed to the batch processor and not yet exported (or dropped).
+#[derive(Debug)]
+struct QueueGate {
+    pending: AtomicUsize,
+    limit: usize,
+}
+
+/// Admits a finished span into the export queue while it has room; counts
+/// the ones it turns away.
+#[derive(Debug)]
+struct GatedProcessor {
+    inner: BatchSpanProcessor,
+    gate: Arc<QueueGate>,
+}
+
+impl SpanProcessor for GatedProcessor {
+    fn on_start(&self, span: &mut Span, cx: &opentelemetry::Context) {
+        self.inner.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        if self.gate.pending.fetch_add(1, Ordering::AcqRel) >= self.gate.limit {
+            self.gate.pending.fetch_sub(1, Ordering::AcqRel);
+            crate::metrics::trace_spans_dropped(1);
+            return;
+        }
+        self.inner.on_end(span);
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// The OTLP exporter, counting the spans of every batch it could not deliver.
+#[derive(Debug)]
+struct CountingExporter {
+    inner: opentelemetry_otlp::SpanExporter,
+    gate: Arc<QueueGate>,
+}
+
+impl SpanExporter for CountingExporter {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let count = batch.len();
+        let exported = self.inner.export(batch).await;
+        self.gate.pending.fetch_sub(count, Ordering::AcqRel);
+        if exported.is_err() {
+            crate::metrics::trace_spans_dropped(count as u64);
+        }
+        exported
+    }
+
+    fn shutdown_with_timeout(&mut self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&mut self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// The JSON line of `tracing-subscriber`, with `trace_id` and `span_id`
+/// first when the event happens inside a traced span.
+struct WithTraceIds(Format<Json>);
+
+impl<S> FormatEvent<S, JsonFields> for WithTraceIds
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, JsonFields>,
+        mut writer: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let Some((trace_id, span_id)) = crate::trace_context::current_ids() else {
+            return self.0.format_event(ctx, writer, event);
+        };
+        let mut line = String::new();
+        self.0.format_event(ctx, Writer::new(&mut line), event)?;
+        match line.strip_prefix('{') {
+            Some(rest) => write!(
+                writer,
+                "{{\"trace_id\":\"{trace_id}\",\"span_id\":\"{span_id}\",{rest}"
+            ),
+            None => writer.write_str(&line),
+        }
+    }
 }

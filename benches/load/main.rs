@@ -15,7 +15,8 @@
 //! (`POST /v1/capabilities/{id}/test`), the same call as an MCP `tools/call`
 //! (`POST /v1/mcp`, at 1 and 8 connections), a message turn that calls
 //! `order_status` (a new conversation each time) with 1, 100 and 1,000
-//! capabilities registered, and a 5-turn conversation. CPU per request and
+//! capabilities registered, and a 5-turn conversation; the same turn on a
+//! second server with metrics and tracing on (`observed.rs`). CPU per request and
 //! peak RSS come from /proc of the process under load. It writes the table
 //! into `docs/benchmarks.md` (between markers; the prose around it is kept)
 //! and the plot to `docs/benchmarks-latency.svg`.
@@ -36,6 +37,7 @@
 
 mod conversation;
 mod load;
+mod observed;
 mod procs;
 mod profile;
 mod report;
@@ -379,6 +381,21 @@ async fn bench() {
         turn("turn_1")
             .sweep(&config.connections, true, &mut rows)
             .await;
+        if config.wants("turn_1_observed") {
+            let observed = observed::start(&warden_exe, &database.url, work, backend).await;
+            let mut spec = turn_spec.clone();
+            spec.url = format!("{}/v1/channels/http/messages", observed.base);
+            Target {
+                scenario: "turn_1_observed",
+                backend,
+                pid: observed.warden.pid(),
+                spec,
+                config: &config,
+                work,
+            }
+            .sweep(&config.few_connections, false, &mut rows)
+            .await;
+        }
         if config.wants("conversation_5") {
             rows.extend(conversation::sweep(&config, &base, &key, warden.pid(), backend).await);
         }

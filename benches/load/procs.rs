@@ -63,6 +63,19 @@ impl Proc {
 
     /// `warden serve` on `database_url`, logging (its default level) to `log`.
     pub fn warden(exe: &Path, port: u16, database_url: &str, work: &Path, log: &Path) -> Proc {
+        Self::warden_with(exe, port, database_url, work, log, &[])
+    }
+
+    /// `warden serve` with `extra` settings on top (the observed run's
+    /// metrics listener and OTLP endpoint).
+    pub fn warden_with(
+        exe: &Path,
+        port: u16,
+        database_url: &str,
+        work: &Path,
+        log: &Path,
+        extra: &[(&str, String)],
+    ) -> Proc {
         let cache = work.join("guest-cache");
         std::fs::create_dir_all(&cache).unwrap();
         let child = dies_with_parent(&mut Command::new(exe))
@@ -75,6 +88,7 @@ impl Proc {
             // limit is for deployments without one.
             .env("WARDEN_MAX_CONNECTIONS_PER_CLIENT", "0")
             .env("WARDEN_GUEST_CACHE_DIR", &cache)
+            .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(log).unwrap())
             .spawn()

@@ -178,6 +178,26 @@ pub fn markdown(
                 x >= 0.4 && t.m.p99_ms <= 50.0,
             );
         }
+        // Issue 26: metrics and tracing on cost at most 5 % CPU per turn.
+        if let (Some(plain), Some(observed)) = (
+            find(rows, "turn_1", backend, c8),
+            find(rows, "turn_1_observed", backend, c8),
+        ) {
+            let extra = observed.cpu_us_per_request / plain.cpu_us_per_request - 1.0;
+            target(
+                "metrics and tracing on add ≤ 5 % CPU per turn",
+                backend,
+                format!(
+                    "{:+.1} % ({:.0} vs {:.0} CPU µs/turn; p99 {:.1} vs {:.1} ms)",
+                    extra * 100.0,
+                    observed.cpu_us_per_request,
+                    plain.cpu_us_per_request,
+                    observed.m.p99_ms,
+                    plain.m.p99_ms
+                ),
+                extra <= 0.05,
+            );
+        }
         for c in [1, 8] {
             let mode = Mode::Closed(c);
             if let (Some(one), Some(many)) = (

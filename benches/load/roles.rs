@@ -6,6 +6,10 @@
 //!   and that endpoint can do: forward the body with one reqwest call and
 //!   return the answer, with no validation, signing or storage.
 //!
+//! - `role otlp`: an OTLP/HTTP trace collector that takes every export
+//!   (`POST /v1/traces`, read whole) and answers success, for the observed
+//!   run (`observed.rs`).
+//!
 //! Each binds a free loopback port and prints it as its first line.
 
 use axum::Router;
@@ -38,6 +42,16 @@ pub fn run(args: &[String]) {
                     .route("/relay", axum::routing::post(relay_call))
                     .with_state(relay)
             }
+            Some("otlp") => Router::new().route(
+                "/v1/traces",
+                axum::routing::post(|_export: Bytes| async {
+                    // An empty ExportTraceServiceResponse: zero bytes.
+                    (
+                        [(header::CONTENT_TYPE, "application/x-protobuf")],
+                        Bytes::new(),
+                    )
+                }),
+            ),
             other => panic!("unknown role {other:?}"),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -28,6 +28,6 @@ pub mod trace;
 pub mod turn;
 pub mod verdicts;
 
-pub use turn::{Engine, TurnError};
+pub use turn::{Engine, TurnChannel, TurnError};
 
 pub use crate::domain::id::random_id as new_id;

@@ -189,6 +189,7 @@ async fn run(
     let report = app
         .executor
         .call(crate::executor::Call {
+            kind: crate::executor::CallKind::Test,
             account: &caller.account,
             user_id: None,
             capability,

@@ -242,6 +242,11 @@ const CODE_ONLY: [ErrorCode; 3] = [
 static DETAIL_HEADER: HeaderName = HeaderName::from_static("warden-error-detail");
 
 impl ApiError {
+    /// The contract's error code of this error (a closed set of words).
+    pub fn code(&self) -> ErrorCode {
+        self.info().code
+    }
+
     fn info(&self) -> ErrorInfo {
         let (status, code) = match self {
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),

@@ -8,8 +8,8 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, NestedError};
 use super::message_body::Inbound;
-use crate::agent::TurnError;
 use crate::agent::response::MessageResponse;
+use crate::agent::{TurnChannel, TurnError};
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -93,7 +93,10 @@ pub async fn send_message(
             "this client event was already delivered".into(),
         ));
     }
-    let turn = app.engine.turn(&caller.account, &inbound).await;
+    let turn = app
+        .engine
+        .turn(TurnChannel::Http, &caller.account, &inbound)
+        .await;
     // The image, if any, is dropped with `inbound` here: never stored.
     drop(inbound);
     if turn.is_err()

@@ -276,6 +276,44 @@ pub fn document_json() -> &'static str {
     })
 }
 
+/// The OpenAPI `operationId` of a routed request, by its method and the
+/// route that matched it (`MatchedPath`, never the raw path): the HTTP
+/// metrics' `operation` label and the server span's name. A HEAD request
+/// is its GET operation. Built once from the document.
+pub fn operation_id(method: &axum::http::Method, route: &str) -> Option<&'static str> {
+    type Operations = std::collections::HashMap<&'static str, Vec<(String, &'static str)>>;
+    static OPERATIONS: OnceLock<Operations> = OnceLock::new();
+    let operations = OPERATIONS.get_or_init(|| {
+        let document: serde_json::Value = serde_json::from_str(document_json()).unwrap_or_default();
+        let mut operations = Operations::new();
+        for (path, methods) in document["paths"].as_object().into_iter().flatten() {
+            // The document's paths and operations are fixed at compile
+            // time: leaking their text once is bounded.
+            let path: &'static str = Box::leak(path.clone().into_boxed_str());
+            for (method, operation) in methods.as_object().into_iter().flatten() {
+                if let Some(id) = operation["operationId"].as_str() {
+                    let id: &'static str = Box::leak(id.to_owned().into_boxed_str());
+                    operations
+                        .entry(path)
+                        .or_default()
+                        .push((method.to_ascii_uppercase(), id));
+                }
+            }
+        }
+        operations
+    });
+    let method = if method == axum::http::Method::HEAD {
+        "GET"
+    } else {
+        method.as_str()
+    };
+    operations
+        .get(route)?
+        .iter()
+        .find(|(m, _)| m == method)
+        .map(|(_, id)| *id)
+}
+
 /// `GET /openapi.json`.
 #[utoipa::path(
     get,

@@ -167,6 +167,12 @@ pub async fn execute_prompt_integration(
             Err(err) => Err(err.into()),
         }
     };
+    // The prompt layer's one count: each execution that found its
+    // integration, by outcome (`succeeded` or the contract's error code).
+    crate::metrics::prompt_execution(match &outcome {
+        Ok(_) => "succeeded",
+        Err(refused) => refused.error.code().as_str(),
+    });
     let mut response = match outcome {
         Ok(data) => (StatusCode::OK, Json(ExecuteResponse { data })).into_response(),
         Err(Refused { error, retry_after }) => {

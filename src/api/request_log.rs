@@ -2,26 +2,79 @@
 //! `x-request-id` response header, and one log line per finished request.
 //! Ids are always generated here, never taken from the client, so a log
 //! line can be trusted to name one request.
+//!
+//! It is also the HTTP layer's one instrumentation point: the request's
+//! span is the OpenTelemetry HTTP server span (named `{method} {route}`,
+//! its parent the caller's `traceparent` when sent), and each answer counts
+//! in `warden_http_requests_total` and `warden_http_request_duration_seconds`
+//! under the OpenAPI `operationId` of the route that matched (never the raw
+//! path, whose ids would explode the series).
 
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use std::time::Instant;
 use tracing::Instrument;
+use tracing::field::Empty;
+
+/// A request that matched no route (404 fallback, or the docs UI).
+const UNMATCHED: &str = "unmatched";
 
 pub async fn request_log(request: Request, next: Next) -> Response {
     let id = uuid::Uuid::new_v4().simple().to_string();
-    let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+    let span = if crate::trace_context::enabled() {
+        tracing::info_span!(
+            "request",
+            request_id = %id,
+            method = %request.method(),
+            path = %request.uri().path(),
+            otel.name = Empty,
+            otel.kind = "server",
+            otel.status_code = Empty,
+            http.request.method = %request.method(),
+            http.route = Empty,
+            http.response.status_code = Empty,
+            warden.operation = Empty,
+        )
+    } else {
+        tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path())
+    };
+    let observed = crate::metrics::handle().is_some() || crate::trace_context::enabled();
+    let operation = if observed {
+        let route = request.extensions().get::<MatchedPath>().cloned();
+        let operation = route
+            .as_ref()
+            .and_then(|route| super::openapi::operation_id(request.method(), route.as_str()))
+            .unwrap_or(UNMATCHED);
+        if crate::trace_context::enabled() {
+            crate::trace_context::adopt_remote_parent(&span, request.headers());
+            let route = route.as_ref().map_or(UNMATCHED, |r| r.as_str());
+            span.record("otel.name", format!("{} {route}", request.method()));
+            span.record("http.route", route);
+            span.record("warden.operation", operation);
+        }
+        Some(operation)
+    } else {
+        None
+    };
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
+    let status = response.status().as_u16();
+    span.record("http.response.status_code", i64::from(status));
+    if status >= 500 {
+        span.record("otel.status_code", "ERROR");
+    }
     span.in_scope(|| {
         tracing::info!(
-            status = response.status().as_u16(),
+            status,
             latency_ms = started.elapsed().as_millis() as u64,
             "request finished"
         )
     });
+    if let Some(operation) = operation {
+        crate::metrics::http_request(operation, status, started.elapsed());
+    }
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);
     }

@@ -21,6 +21,7 @@ use zeroize::Zeroizing;
 use crate::crypto::master_key::Keyring;
 use crate::domain::account::AccountId;
 use crate::domain::capability::CapabilityDefinition;
+use crate::domain::closed_set::closed_set;
 use crate::domain::credential::AuthType;
 use crate::sandbox::{PolicySandbox, SandboxError, ShapedInteraction};
 use crate::signing::{ContextClaims, Signer};
@@ -29,6 +30,7 @@ use crate::vault;
 use address_guard::{AddressPolicy, AddressRefused, NameLookup, SystemLookup};
 pub use failure::{CallFailure, FailureReason, FailureSummary};
 use outbound::{Exchange, HttpCaller};
+use tracing::Instrument;
 
 /// A capability at one revision, as the executor calls it.
 pub struct CapabilityAtRevision {
@@ -40,11 +42,23 @@ pub struct CapabilityAtRevision {
 }
 
 pub struct Call<'a> {
+    /// Who asked for the call (the capability-call metric's `kind`).
+    pub kind: CallKind,
     pub account: &'a AccountId,
     /// The end user, when the host named one (becomes an opaque subject).
     pub user_id: Option<&'a str>,
     pub capability: &'a CapabilityAtRevision,
     pub arguments: &'a Value,
+}
+
+closed_set! {
+    /// Who asked for a capability call: a turn, a contract test, an MCP
+    /// `tools/call`.
+    pub enum CallKind {
+        Turn = "turn",
+        Test = "test",
+        Mcp = "mcp",
+    }
 }
 
 #[derive(Debug)]
@@ -113,10 +127,55 @@ impl Executor {
 
     /// Performs one capability call. Never panics on what the endpoint or the
     /// guest does; every failure is a [`CallFailure`] with a reason code.
+    ///
+    /// The executor's one instrumentation point: the `execute_tool {name}`
+    /// span (OpenTelemetry GenAI conventions; the guest calls and the HTTP
+    /// client span of each attempt beneath it; never the arguments or the
+    /// result) and `warden_capability_calls_total` /
+    /// `warden_capability_call_duration_seconds` by kind and outcome.
     pub async fn call(&self, call: Call<'_>) -> CallReport {
+        let span = crate::trace_context::span(|| {
+            tracing::info_span!(
+                "execute_tool",
+                otel.name = tracing::field::Empty,
+                gen_ai.operation.name = "execute_tool",
+                gen_ai.tool.name = call.capability.definition.name.as_str(),
+                gen_ai.tool.call.id = tracing::field::Empty,
+                gen_ai.tool.type = "extension",
+                warden.capability.revision = call.capability.revision,
+                warden.call.kind = call.kind.as_str(),
+                warden.call.outcome = tracing::field::Empty,
+                warden.call.attempts = tracing::field::Empty,
+                error.type = tracing::field::Empty,
+            )
+        });
+        if crate::trace_context::enabled() {
+            span.record(
+                "otel.name",
+                format!("execute_tool {}", call.capability.definition.name),
+            );
+            span.record(
+                "gen_ai.tool.call.id",
+                crate::domain::id::random_id("call_").as_str(),
+            );
+        }
+        let started = Instant::now();
         let mut timing = CallTiming::default();
         let mut attempts = 0;
-        let outcome = self.run(&call, &mut timing, &mut attempts).await;
+        let outcome = self
+            .run(&call, &mut timing, &mut attempts)
+            .instrument(span.clone())
+            .await;
+        let word = match &outcome {
+            Ok(_) => "succeeded",
+            Err(failure) => {
+                span.record("error.type", failure.reason().as_str());
+                failure.reason().as_str()
+            }
+        };
+        span.record("warden.call.outcome", word);
+        span.record("warden.call.attempts", i64::from(attempts));
+        crate::metrics::capability_call(call.kind.as_str(), word, started.elapsed());
         if let Err(failure) = &outcome {
             tracing::info!(capability = %call.capability.id, revision = call.capability.revision,
                 reason = failure.reason().as_str(), attempts, "capability call failed");

@@ -6,6 +6,7 @@ use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use super::address_guard::{AddressPolicy, AddressRefused, GuardedResolver, NameLookup};
 use super::failure::CallFailure;
@@ -85,8 +86,39 @@ impl HttpCaller {
     }
 
     /// One attempt: send, then read a JSON answer, all within `timeout`.
+    /// One exchange, under its own HTTP client span (OpenTelemetry HTTP
+    /// conventions: method, server address and port, status; never the URL's
+    /// query, the headers or the body), whose `traceparent` the request
+    /// carries.
     pub async fn exchange(&self, exchange: Exchange<'_>) -> Result<serde_json::Value, CallFailure> {
+        let span = crate::trace_context::span(|| {
+            tracing::info_span!(
+                "http_client",
+                otel.name = exchange.method.as_str(),
+                otel.kind = "client",
+                http.request.method = exchange.method.as_str(),
+                server.address = exchange.url.host_str().unwrap_or(""),
+                server.port = i64::from(exchange.url.port_or_known_default().unwrap_or(0)),
+                http.response.status_code = tracing::field::Empty,
+                error.type = tracing::field::Empty,
+            )
+        });
+        let exchanged = self
+            .exchange_in_span(exchange)
+            .instrument(span.clone())
+            .await;
+        if let Err(failure) = &exchanged {
+            span.record("error.type", failure.reason().as_str());
+        }
+        exchanged
+    }
+
+    async fn exchange_in_span(
+        &self,
+        mut exchange: Exchange<'_>,
+    ) -> Result<serde_json::Value, CallFailure> {
         self.check_target(exchange.url)?;
+        crate::trace_context::inject_current(&mut exchange.headers);
         let timeout = exchange.timeout;
         let attempt = async {
             let response = self
@@ -111,6 +143,7 @@ impl HttpCaller {
         mut response: reqwest::Response,
     ) -> Result<serde_json::Value, CallFailure> {
         let status = response.status();
+        tracing::Span::current().record("http.response.status_code", i64::from(status.as_u16()));
         if status.is_redirection() {
             return Err(CallFailure::RedirectRefused {
                 status: status.as_u16(),

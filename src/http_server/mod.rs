@@ -27,6 +27,7 @@
 //!
 //! Each request carries its peer address as `ConnectInfo<SocketAddr>`.
 
+pub mod metrics_listener;
 mod write_deadline;
 
 use axum::Router;
@@ -169,6 +170,7 @@ async fn serve_connection(
     mut signals: Signals,
     held: (OwnedSemaphorePermit, Place<ClientKey>),
 ) {
+    let _open = crate::metrics::connection_opened();
     let served = Arc::new(AtomicU64::new(0));
     let service = router
         .map_request({

@@ -27,7 +27,7 @@ use std::time::Instant;
 use crate::agent::catalog::{Catalog, Cataloged};
 use crate::clock::now_millis;
 use crate::domain::account::AccountId;
-use crate::executor::{Call, Executor};
+use crate::executor::{Call, CallKind, Executor};
 use crate::fair_share::FairShare;
 use crate::store::Store;
 use crate::store::mcp_calls::{McpCallRecord, McpCallStatus};
@@ -310,6 +310,7 @@ impl McpServer {
         let report = self
             .executor
             .call(Call {
+                kind: CallKind::Mcp,
                 account: &exchange.account,
                 user_id: None,
                 capability: &capability.at,

@@ -122,6 +122,8 @@ pub async fn receive(
     }
     let mut messages = Vec::new();
     let mut full: Vec<String> = Vec::new();
+    // The worker's turn links back to this request's trace.
+    let trace_parent = crate::trace_context::current_traceparent();
     for change in &changes {
         let account = route(change);
         for item in &change.items {
@@ -141,6 +143,7 @@ pub async fn receive(
                                 user_pseudonym: &pseudonym,
                                 recipient: from,
                                 body,
+                                trace_parent: trace_parent.as_deref(),
                             },
                             per_number,
                         )
@@ -149,6 +152,7 @@ pub async fn receive(
                         Enqueued::Accepted => Outcome::Accepted,
                         Enqueued::Duplicated => Outcome::Duplicated,
                         Enqueued::QueueFull => {
+                            crate::metrics::platform_delivery("full");
                             full.push(number.clone());
                             continue;
                         }
@@ -160,10 +164,17 @@ pub async fn receive(
                     }
                 }
                 (Item::Text { id, .. }, _, _) => {
-                    ignored(Some(id.clone()), IgnoredReason::NumberNotRegistered)
+                    crate::metrics::platform_delivery("unknown_number");
+                    messages.push(ignored(
+                        Some(id.clone()),
+                        IgnoredReason::NumberNotRegistered,
+                    ));
+                    continue;
                 }
                 (Item::Ignored { id, reason }, _, _) => ignored(id.clone(), *reason),
             };
+            // The platform layer's one count of what a delivery carried.
+            crate::metrics::platform_delivery(outcome.status.as_str());
             messages.push(outcome);
         }
     }

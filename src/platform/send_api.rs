@@ -107,9 +107,12 @@ impl SendApi {
         let mut authorization = HeaderValue::from_str(&bearer)
             .map_err(|_| SendError::Unbuildable("the access token cannot be a header value"))?;
         authorization.set_sensitive(true);
+        let mut trace_headers = reqwest::header::HeaderMap::new();
+        crate::trace_context::inject_current(&mut trace_headers);
         let request = self
             .client
             .post(url)
+            .headers(trace_headers)
             .header(AUTHORIZATION, authorization)
             .header(IDEMPOTENCY_HEADER, idempotency_key)
             .json(&message)

@@ -19,11 +19,12 @@ use rand::Rng;
 use serde_json::Map;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 use zeroize::Zeroizing;
 
 use super::access_token;
 use super::send_api::{SendApi, SendError};
-use crate::agent::{Engine, TurnError};
+use crate::agent::{Engine, TurnChannel, TurnError};
 use crate::crypto::master_key::Keyring;
 use crate::store::Store;
 use crate::store::platform::{ClaimedInbound, InboundState};
@@ -99,7 +100,21 @@ impl Worker {
 
     async fn handle(&self, owner: &str, message: ClaimedInbound) {
         let seq = message.seq;
-        let outcome = self.process(owner, &message).await;
+        // A trace of its own (the worker is no request's child), linked to
+        // the webhook request that queued the message.
+        let span = crate::trace_context::span(|| {
+            tracing::info_span!(
+                parent: None,
+                "platform_message",
+                otel.name = "process platform_message",
+                otel.kind = "consumer",
+                messaging.system = "platform",
+                messaging.operation.type = "process",
+                warden.platform.attempt = message.attempts,
+            )
+        });
+        crate::trace_context::link_to(&span, message.trace_parent.as_deref());
+        let outcome = self.process(owner, &message).instrument(span).await;
         let stored = match outcome {
             Ok(()) => Ok(()),
             Err(Failure::Retry(why)) if message.attempts < i64::from(self.policy.max_attempts) => {
@@ -176,10 +191,19 @@ impl Worker {
             )
             .await
         {
-            Ok(()) => {}
-            Err(SendError::Transient(why)) => return Err(Failure::Retry(why)),
-            Err(SendError::Refused(why)) => return Err(Failure::Dead(why)),
-            Err(err @ SendError::Unbuildable(_)) => return Err(Failure::Dead(err.to_string())),
+            Ok(()) => crate::metrics::platform_send("sent"),
+            Err(SendError::Transient(why)) => {
+                crate::metrics::platform_send("transient_error");
+                return Err(Failure::Retry(why));
+            }
+            Err(SendError::Refused(why)) => {
+                crate::metrics::platform_send("refused");
+                return Err(Failure::Dead(why));
+            }
+            Err(err @ SendError::Unbuildable(_)) => {
+                crate::metrics::platform_send("unbuildable");
+                return Err(Failure::Dead(err.to_string()));
+            }
         }
         match self.store.mark_platform_replied(message.seq, owner).await {
             Ok(true) => tracing::info!(seq = message.seq, "platform reply sent"),
@@ -210,7 +234,11 @@ impl Worker {
             metadata: Map::new(),
             image: None,
         };
-        let response = match self.engine.turn(&account, &inbound).await {
+        let response = match self
+            .engine
+            .turn(TurnChannel::Platform, &account, &inbound)
+            .await
+        {
             Ok(response) => response,
             Err(TurnError::ConversationNotFound) => {
                 // Deleted meanwhile: the next attempt starts a new one.

@@ -79,9 +79,12 @@ impl Verifier {
         action: &str,
     ) -> Result<Verdict, VerifierDown> {
         let ask = async {
+            let mut trace_headers = reqwest::header::HeaderMap::new();
+            crate::trace_context::inject_current(&mut trace_headers);
             let response = self
                 .client
                 .post(&self.url)
+                .headers(trace_headers)
                 .form(&[
                     ("secret", self.secret.as_str()),
                     ("response", token),

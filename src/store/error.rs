@@ -83,7 +83,30 @@ impl fmt::Display for DriverError {
 }
 
 impl From<sqlx::Error> for StoreError {
+    /// Every failed statement passes here once: the one place the store's
+    /// error classes are counted (`warden_db_statement_errors_total`).
     fn from(err: sqlx::Error) -> Self {
+        let classified = Self::classify(err);
+        crate::metrics::db_statement_error(classified.class());
+        classified
+    }
+}
+
+impl StoreError {
+    /// The error's class, a closed set of words (the metric's label).
+    pub fn class(&self) -> &'static str {
+        match self {
+            StoreError::UnsupportedUrl(_) => "unsupported_url",
+            StoreError::Conflict(_) => "conflict",
+            StoreError::NotFound => "not_found",
+            StoreError::Unavailable(_) => "unavailable",
+            StoreError::Timeout => "timeout",
+            StoreError::Corrupt(_) => "corrupt",
+            StoreError::Other(_) => "other",
+        }
+    }
+
+    fn classify(err: sqlx::Error) -> Self {
         match &err {
             sqlx::Error::PoolTimedOut => StoreError::Timeout,
             sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {

@@ -253,6 +253,12 @@ impl Store {
         }
     }
 
+    /// The pool's connections: (idle, in use), for the pool gauge.
+    pub fn pool_connections(&self) -> (usize, usize) {
+        let (size, idle) = on_pool!(self, pool => (pool.size() as usize, pool.num_idle()));
+        (idle, size.saturating_sub(idle))
+    }
+
     pub async fn close(&self) {
         on_pool!(self, pool => pool.close().await)
     }

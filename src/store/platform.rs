@@ -69,6 +69,8 @@ pub struct NewInbound<'a> {
     pub user_pseudonym: &'a str,
     pub recipient: &'a str,
     pub body: &'a str,
+    /// The queuing request's `traceparent`, when tracing is on.
+    pub trace_parent: Option<&'a str>,
 }
 
 /// What became of a message offered to the queue.
@@ -95,6 +97,8 @@ pub struct ClaimedInbound {
     pub reply: Option<String>,
     /// Claims so far, this one included.
     pub attempts: i64,
+    /// The queuing request's `traceparent`, when tracing was on.
+    pub trace_parent: Option<String>,
 }
 
 impl ClaimedInbound {
@@ -116,7 +120,7 @@ pub struct QueueCounts {
 
 const NUMBER_COLUMNS: &str =
     "phone_number_id, account_id, master_key_id, nonce, ciphertext, created_at";
-const CLAIMED_COLUMNS: &str = "seq, platform_message_id, account_id, phone_number_id, user_pseudonym, recipient, body, state, reply, attempts";
+const CLAIMED_COLUMNS: &str = "seq, platform_message_id, account_id, phone_number_id, user_pseudonym, recipient, body, state, reply, attempts, trace_parent";
 
 /// `alias.state IN ('queued', 'answered')`, with the states written out:
 /// the partial indexes of migration 0013 carry this predicate, and a
@@ -251,11 +255,11 @@ impl Store {
         let (o, c) = (unfinished("o"), unfinished("c"));
         let sql = format!(
             "INSERT INTO platform_inbound (platform_message_id, account_id, phone_number_id, user_pseudonym, \
-             recipient, body, state, claim_round, next_attempt_at, received_at, updated_at) \
+             recipient, body, state, claim_round, next_attempt_at, received_at, updated_at, trace_parent) \
              SELECT $1, $2, $3, $4, $5, $6, $7, {greatest}(\
                COALESCE((SELECT MAX(o.claim_round) FROM platform_inbound o WHERE o.phone_number_id = $3 AND {o}), 0) + 1, \
                COALESCE((SELECT MAX(r.claim_round) FROM platform_inbound r WHERE r.attempts > 0), 0)), \
-             $8, $8, $8 \
+             $8, $8, $8, $10 \
              WHERE (SELECT COUNT(*) FROM platform_inbound c WHERE c.phone_number_id = $3 AND {c}) < $9 \
              ON CONFLICT (platform_message_id) DO NOTHING"
         );
@@ -271,6 +275,7 @@ impl Store {
                 .bind(InboundState::Queued)
                 .bind(now)
                 .bind(per_number)
+                .bind(message.trace_parent)
                 .execute(pool)
                 .await
                 .map(|r| r.rows_affected())
@@ -508,5 +513,18 @@ impl Store {
             *slot += n;
         }
         Ok(counts)
+    }
+
+    /// How many messages are unfinished (queued or answered, not yet
+    /// replied or dead) and when the oldest of them arrived (Unix ms), for
+    /// the queue gauges read at scrape time.
+    pub async fn platform_queue_backlog(&self) -> StoreResult<(i64, Option<i64>)> {
+        let sql = format!(
+            "SELECT COUNT(*), MIN(p.received_at) FROM platform_inbound p WHERE {}",
+            unfinished("p")
+        );
+        let row: (i64, Option<i64>) =
+            on_pool!(self, pool => sqlx::query_as(&sql).fetch_one(pool).await)?;
+        Ok(row)
     }
 }

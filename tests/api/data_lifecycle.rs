@@ -704,13 +704,6 @@ async fn retention_settings_refuse_zero_and_accept_off() {
     assert!("-1".parse::<RetentionDays>().is_err());
     // The binary refuses it at start, naming the variable.
     let db = TestDb::new(Backend::Sqlite).await;
-    let out = warden_command(&db)
-        .args(["serve"])
-        .env("WARDEN_CONVERSATION_RETENTION_DAYS", "0")
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = serve_refuses(&db, &[("WARDEN_CONVERSATION_RETENTION_DAYS", "0")]).await;
     assert!(stderr.contains("conversation-retention-days"), "{stderr}");
 }

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use warden::executor::address_guard::{AddressClass, AddressRefused, NameLookup};
-use warden::executor::{Call, CallFailure, CapabilityAtRevision, Executor};
+use warden::executor::{Call, CallFailure, CallKind, CapabilityAtRevision, Executor};
 
 /// Answers lookups from a script, one answer per lookup, and counts them.
 struct ScriptedLookup {
@@ -73,6 +73,7 @@ async fn call(app: &TestApp, executor: &Executor, url: &str) -> (Result<Value, C
     let arguments = json!({"order": "A-1"});
     let report = executor
         .call(Call {
+            kind: CallKind::Test,
             account: &account,
             user_id: None,
             capability: &capability,

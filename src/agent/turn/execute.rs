@@ -21,7 +21,7 @@ use crate::agent::response::{ArgumentCategory, FixtureResult};
 use crate::agent::response::{ExecutionReason, Reason};
 use crate::agent::trace::Trace;
 use crate::domain::diagnostics::{GapKind, GapReason};
-use crate::executor::{Call, CallFailure, CallResult};
+use crate::executor::{Call, CallFailure, CallKind, CallResult};
 use crate::store::conversations::PendingChange;
 
 /// Makes the call and turns its report into the turn's outcome.
@@ -39,6 +39,7 @@ pub(super) async fn call(
     let report = engine
         .executor
         .call(Call {
+            kind: CallKind::Turn,
             account: cx.account,
             user_id: cx.inbound.user_id.as_deref(),
             capability: &loaded.at,

@@ -43,14 +43,17 @@ mod outcome;
 
 use std::time::Instant;
 
+use tracing::Instrument;
+use tracing::field::Empty;
 use warden_channel::inbound::InboundMessage;
 
 use super::catalog::Catalog;
 use super::planner::{Planner, PlannerError};
-use super::response::MessageResponse;
+use super::response::{MessageResponse, Reason};
 use super::trace::Trace;
 use crate::crypto::master_key::Keyring;
 use crate::domain::account::AccountId;
+use crate::domain::closed_set::closed_set;
 use crate::executor::Executor;
 use crate::store::{Store, StoreError};
 
@@ -100,17 +103,112 @@ impl Engine {
     }
 
     /// Runs one turn and answers the message response (contract 2.2).
+    ///
+    /// The turn layer's one instrumentation point: the `invoke_agent` span
+    /// (OpenTelemetry GenAI conventions) and `warden_turns_total` /
+    /// `warden_turn_duration_seconds`, by channel and outcome.
     pub async fn turn(
         &self,
+        channel: TurnChannel,
         account: &AccountId,
         inbound: &InboundMessage,
     ) -> Result<MessageResponse, TurnError> {
+        let span = crate::trace_context::span(|| {
+            tracing::info_span!(
+                "invoke_agent",
+                otel.name = "invoke_agent",
+                gen_ai.operation.name = "invoke_agent",
+                gen_ai.conversation.id = Empty,
+                warden.channel = channel.as_str(),
+                warden.turn.outcome = Empty,
+            )
+        });
         let started = Instant::now();
+        let answered = self
+            .run(account, inbound, started)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &answered {
+            Ok((response, reason)) => {
+                span.record("gen_ai.conversation.id", response.conversation_id.as_str());
+                TurnOutcome::of(*reason)
+            }
+            Err(_) => TurnOutcome::Error,
+        };
+        span.record("warden.turn.outcome", outcome.as_str());
+        crate::metrics::turn(channel.as_str(), outcome.as_str(), started.elapsed());
+        answered.map(|(response, _)| response)
+    }
+
+    async fn run(
+        &self,
+        account: &AccountId,
+        inbound: &InboundMessage,
+        started: Instant,
+    ) -> Result<(MessageResponse, Reason), TurnError> {
         let mut trace = Trace::default();
         let context = context::load(self, account, inbound).await?;
         trace.timing.preparation = started.elapsed();
         let outcome = decide::decide(self, &context, &mut trace).await?;
-        trace.responded(outcome.reason);
-        commit::commit(self, &context, outcome, trace, started).await
+        let reason = outcome.reason;
+        trace.responded(reason);
+        let response = commit::commit(self, &context, outcome, trace, started).await?;
+        Ok((response, reason))
+    }
+}
+
+closed_set! {
+    /// Which channel a turn came in by (the turn metric's `channel`).
+    pub enum TurnChannel {
+        Http = "http",
+        Platform = "platform",
+    }
+}
+
+closed_set! {
+    /// What a turn came to, coarsely (the turn metric's `outcome`): an
+    /// operator's "how many turns failed, and why" is this, then the
+    /// capability calls' failure reasons.
+    pub enum TurnOutcome {
+        /// A reply from a result (grounded, templated, empty or not found).
+        Answered = "answered",
+        /// A question back for a missing argument.
+        Asked = "asked",
+        /// A confirmation or selection for the host.
+        Interaction = "interaction",
+        /// Nothing offered could serve the message (a capability gap).
+        Gap = "gap",
+        /// The rules refused what was asked or proposed.
+        Refused = "refused",
+        /// The capability call failed, or the interaction expired.
+        Failed = "failed",
+        /// Cancellations, closings, thanks: no call needed.
+        Closed = "closed",
+        /// The turn could not run (database, inference backend).
+        Error = "error",
+    }
+}
+
+impl TurnOutcome {
+    fn of(reason: Reason) -> Self {
+        match reason {
+            Reason::Answered
+            | Reason::Grounded
+            | Reason::GroundedTemplate
+            | Reason::EmptyResult
+            | Reason::NotFound => TurnOutcome::Answered,
+            Reason::Clarification => TurnOutcome::Asked,
+            Reason::Confirmation | Reason::InteractionRequired => TurnOutcome::Interaction,
+            Reason::NoCapability | Reason::OutOfScope | Reason::OperationNotOffered => {
+                TurnOutcome::Gap
+            }
+            Reason::CapabilityExcluded
+            | Reason::CapabilityRefused
+            | Reason::AnswerRefused
+            | Reason::PreparationWithoutIntent
+            | Reason::ImageNeedsInstructions => TurnOutcome::Refused,
+            Reason::CapabilityFailed | Reason::InteractionExpired => TurnOutcome::Failed,
+            Reason::Cancelled | Reason::NothingToCancel | Reason::Closing => TurnOutcome::Closed,
+        }
     }
 }

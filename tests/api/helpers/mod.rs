@@ -13,12 +13,13 @@ pub mod fake_send_api;
 pub mod fake_verifier;
 pub mod fixtures;
 mod process;
+pub mod prometheus;
 pub mod shop;
 
 pub use app::TestApp;
 pub use client::ApiClient;
 pub use db::TestDb;
-pub use process::{ServerProcess, cli, cli_account_with_key, warden_command};
+pub use process::{ServerProcess, cli, cli_account_with_key, serve_refuses, warden_command};
 pub use rstest::rstest;
 pub use rstest_reuse::apply;
 use rstest_reuse::template;

@@ -114,3 +114,17 @@ pub async fn cli_account_with_key(db: &TestDb, account: &str) -> String {
         .unwrap()
         .to_owned()
 }
+
+/// Starts `warden serve` with these variables, expecting it to refuse to
+/// start (a configuration mistake); returns what it printed on stderr.
+pub async fn serve_refuses(db: &TestDb, env: &[(&str, &str)]) -> String {
+    let mut command = warden_command(db);
+    command.env("WARDEN_MASTER_KEY", MASTER_KEY).arg("serve");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let out = command.output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "warden serve started with {env:?}: {stderr}");
+    stderr
+}

@@ -7,8 +7,8 @@
 //! then dropped), bounded retries, bounded answers, and nothing private in
 //! the logs (no message, image, answer or key).
 //!
-//! A little over 600 lines, one concern: the request a planner sends and
-//! how it reads, retries and bounds the answer are read together.
+//! About 700 lines, one concern: the request a planner sends and how it
+//! reads, retries, bounds and measures the answer are read together.
 
 use base64::Engine as _;
 use reqwest::StatusCode;
@@ -23,7 +23,9 @@ use super::{
     CapabilityOffer, EffectivePolicy, HistoryEntry, Offered, Plan, PlanOutcome, PlanRequest,
     PlannerError, ReplyRequest,
 };
+use crate::domain::closed_set::closed_set;
 use crate::domain::message::MessageRole;
+use tracing::Instrument;
 use warden_channel::image::InboundImage;
 
 /// HTTP calls per `plan` or `reply`: the first and at most one retry.
@@ -107,7 +109,7 @@ impl OpenAiPlanner {
         let mut chosen: Option<String> = None;
         loop {
             let proposal = self
-                .complete_with_retry(&body, &mut budget)
+                .complete_with_retry(&body, &mut budget, ModelPurpose::Planner)
                 .await
                 .and_then(|message| read_proposal(message, request));
             match proposal {
@@ -133,7 +135,7 @@ impl OpenAiPlanner {
     pub async fn reply(&self, request: &ReplyRequest<'_>) -> Result<String, PlannerError> {
         let body = reply_body(&self.config.model, request);
         let mut budget = Budget::default();
-        self.complete_with_retry(&body, &mut budget)
+        self.complete_with_retry(&body, &mut budget, ModelPurpose::Planner)
             .await
             .and_then(read_reply)
             .map_err(PlannerError::Unavailable)
@@ -160,7 +162,7 @@ impl OpenAiPlanner {
         });
         let mut budget = Budget::default();
         let message = self
-            .complete_with_retry(&body, &mut budget)
+            .complete_with_retry(&body, &mut budget, ModelPurpose::PromptIntegration)
             .await
             .map_err(PlannerError::Unavailable)?;
         Ok(message.content)
@@ -170,10 +172,11 @@ impl OpenAiPlanner {
         &self,
         body: &Value,
         budget: &mut Budget,
+        purpose: ModelPurpose,
     ) -> Result<AssistantMessage, String> {
         loop {
             budget.attempts += 1;
-            match self.exchange(body).await {
+            match self.exchange(body, purpose).await {
                 Ok(message) => return Ok(message),
                 Err(CallError::Transient(reason)) if !budget.exhausted() => {
                     tracing::warn!(%reason, "inference call failed; retrying once");
@@ -189,9 +192,38 @@ impl OpenAiPlanner {
     }
 
     /// One HTTP call, the whole exchange within the configured deadline.
-    async fn exchange(&self, body: &Value) -> Result<AssistantMessage, CallError> {
+    ///
+    /// The model layer's one instrumentation point: the `chat {model}` span
+    /// (OpenTelemetry GenAI conventions: the model, the token counts when
+    /// reported; never the prompt or the answer), whose `traceparent` the
+    /// request carries, and `warden_model_calls_total` /
+    /// `warden_model_call_duration_seconds` by purpose and outcome.
+    async fn exchange(
+        &self,
+        body: &Value,
+        purpose: ModelPurpose,
+    ) -> Result<AssistantMessage, CallError> {
+        let span = crate::trace_context::span(|| {
+            tracing::info_span!(
+                "chat",
+                otel.name = tracing::field::Empty,
+                otel.kind = "client",
+                gen_ai.operation.name = "chat",
+                gen_ai.request.model = self.config.model.as_str(),
+                gen_ai.usage.input_tokens = tracing::field::Empty,
+                gen_ai.usage.output_tokens = tracing::field::Empty,
+                warden.model.purpose = purpose.as_str(),
+                error.type = tracing::field::Empty,
+            )
+        });
+        if crate::trace_context::enabled() {
+            span.record("otel.name", format!("chat {}", self.config.model));
+        }
+        let started = std::time::Instant::now();
         let attempt = async {
-            let mut call = self.client.post(&self.endpoint).json(body);
+            let mut headers = reqwest::header::HeaderMap::new();
+            crate::trace_context::inject_current(&mut headers);
+            let mut call = self.client.post(&self.endpoint).headers(headers).json(body);
             if let Some(key) = &self.config.api_key {
                 call = call.bearer_auth(key);
             }
@@ -200,9 +232,27 @@ impl OpenAiPlanner {
             let bytes = read_bounded(response).await?;
             parse_completion(&bytes)
         };
-        tokio::time::timeout(self.config.timeout, attempt)
+        let answered = tokio::time::timeout(self.config.timeout, attempt.instrument(span.clone()))
             .await
-            .unwrap_or(Err(CallError::Transient("the call timed out".into())))
+            .unwrap_or(Err(CallError::Transient("the call timed out".into())));
+        let outcome = match &answered {
+            Ok(_) => "ok",
+            Err(CallError::Transient(_)) => "transient_error",
+            Err(CallError::Fatal(_)) => "error",
+        };
+        if answered.is_err() {
+            span.record("error.type", outcome);
+        }
+        crate::metrics::model_call(purpose.as_str(), outcome, started.elapsed());
+        answered
+    }
+}
+
+closed_set! {
+    /// What a model call is for (the model metric's `purpose`).
+    pub enum ModelPurpose {
+        Planner = "planner",
+        PromptIntegration = "prompt_integration",
     }
 }
 
@@ -287,6 +337,18 @@ async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, CallEr
 #[derive(Deserialize)]
 struct Completion {
     choices: Vec<Choice>,
+    /// Token counts, when the backend reports them (the `chat` span's
+    /// `gen_ai.usage.*`).
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -319,6 +381,21 @@ struct FunctionCall {
 fn parse_completion(bytes: &[u8]) -> Result<AssistantMessage, CallError> {
     let not_completion = || CallError::Fatal("the answer is not a chat completion".into());
     let completion: Completion = serde_json::from_slice(bytes).map_err(|_| not_completion())?;
+    if let Some(usage) = &completion.usage {
+        let span = tracing::Span::current();
+        if let Some(tokens) = usage.prompt_tokens {
+            span.record(
+                "gen_ai.usage.input_tokens",
+                i64::try_from(tokens).unwrap_or(i64::MAX),
+            );
+        }
+        if let Some(tokens) = usage.completion_tokens {
+            span.record(
+                "gen_ai.usage.output_tokens",
+                i64::try_from(tokens).unwrap_or(i64::MAX),
+            );
+        }
+    }
     completion
         .choices
         .into_iter()
