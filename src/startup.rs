@@ -175,7 +175,7 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let housekeeping = tokio::spawn(housekeeping(self.store.clone(), self.retention));
-                let metrics = self.metrics.map(|(listener, handle)| {
+        let metrics = self.metrics.map(|(listener, handle)| {
             tokio::spawn(http_server::metrics_listener::serve(
                 listener,
                 handle,

@@ -125,6 +125,9 @@ pub async fn serve_refuses(db: &TestDb, env: &[(&str, &str)]) -> String {
     }
     let out = command.output().await.unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "warden serve started with {env:?}: {stderr}");
+    assert!(
+        !out.status.success(),
+        "warden serve started with {env:?}: {stderr}"
+    );
     stderr
 }
