@@ -33,10 +33,13 @@ const MODEL_REPLY: &str = "Tu pedido viaja con TRANSPORTES-ZAFIRO hoy mismo.";
 const ENDPOINT_TOKEN: &str = "endpoint-token-trace-7d1f";
 const INFERENCE_KEY: &str = "sk-inference-trace-93ab";
 
-/// An OTLP/HTTP trace receiver: every export request, decoded, and its bytes.
+/// One export request as received: decoded, and its bytes.
+type Export = (ExportTraceServiceRequest, Vec<u8>);
+
+/// An OTLP/HTTP trace receiver: every export request it received.
 struct Receiver {
     base: String,
-    requests: Arc<Mutex<Vec<(ExportTraceServiceRequest, Vec<u8>)>>>,
+    requests: Arc<Mutex<Vec<Export>>>,
 }
 
 impl Receiver {
