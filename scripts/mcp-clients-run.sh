@@ -14,6 +14,8 @@
 # (`examples/host_endpoint.rs`), built here if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/start-warden.sh
+. scripts/lib/start-warden.sh
 
 BACKENDS=${MCP_CLIENTS_BACKENDS:-sqlite postgres}
 TARGET=${CARGO_TARGET_DIR:-target}
@@ -77,27 +79,7 @@ run_backend() {
     key=$("$BIN" admin key issue mcp-clients | "$VENV/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["api_key"])')
 
     local log="$work/$backend.log"
-    WARDEN_LISTEN=127.0.0.1:0 "$BIN" serve 2>"$log" &
-    server_pid=$!
-    local address=
-    for _ in $(seq 1 600); do
-        address=$("$VENV/bin/python" - "$log" <<'PY'
-import json, sys
-for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
-    try:
-        event = json.loads(line)
-    except ValueError:
-        continue
-    if event.get("message") == "warden is listening":
-        print(event["address"])
-        break
-PY
-)
-        [ -n "$address" ] && break
-        kill -0 "$server_pid" 2>/dev/null || { cat "$log" >&2; return 1; }
-        sleep 0.1
-    done
-    [ -n "$address" ] || { echo "mcp-clients-run: warden did not start" >&2; cat "$log" >&2; return 1; }
+    start_warden "$log" "$VENV/bin/python" || return 1
 
     local port
     port=$(free_port)

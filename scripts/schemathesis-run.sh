@@ -12,6 +12,8 @@
 # that `cargo test` made (built here if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/start-warden.sh
+. scripts/lib/start-warden.sh
 
 MAX_EXAMPLES=${1:-20}
 BACKENDS=${SCHEMATHESIS_BACKENDS:-sqlite postgres}
@@ -63,27 +65,7 @@ run_backend() {
     key=$("$BIN" admin key issue schemathesis | "$VENV/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["api_key"])')
 
     local log="$work/$backend.log"
-    WARDEN_LISTEN=127.0.0.1:0 "$BIN" serve 2>"$log" &
-    server_pid=$!
-    local address=
-    for _ in $(seq 1 600); do
-        address=$("$VENV/bin/python" - "$log" <<'PY'
-import json, sys
-for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
-    try:
-        event = json.loads(line)
-    except ValueError:
-        continue
-    if event.get("message") == "warden is listening":
-        print(event["address"])
-        break
-PY
-)
-        [ -n "$address" ] && break
-        kill -0 "$server_pid" 2>/dev/null || { cat "$log" >&2; return 1; }
-        sleep 0.1
-    done
-    [ -n "$address" ] || { echo "schemathesis-run: warden did not start" >&2; cat "$log" >&2; return 1; }
+    start_warden "$log" "$VENV/bin/python" || return 1
 
     # The credential the document's examples name, so the example create
     # publishes and the stateful phase can follow its links.
