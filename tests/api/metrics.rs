@@ -23,7 +23,7 @@ const NUMBER: &str = "5550001";
 const APP_SECRET: &str = "metrics-app-secret";
 
 /// `warden ARGS` on the test database with the master key: its JSON.
-async fn keyed_cli(db: &TestDb, args: &[&str]) -> Value {
+pub(crate) async fn keyed_cli(db: &TestDb, args: &[&str]) -> Value {
     let out = warden_command(db)
         .env("WARDEN_MASTER_KEY", MASTER_KEY)
         .args(args)
@@ -53,6 +53,31 @@ pub(crate) fn metrics_address(server: &ServerProcess) -> String {
         })
         .and_then(|event| event["address"].as_str().map(str::to_owned))
         .expect("the server logs where its metrics listener is")
+}
+
+/// The sum of every sample of `family` in one scrape of the metrics
+/// listener at `metrics` (0 when the family has no sample yet), and the
+/// scrape's lines of that family.
+pub(crate) async fn scraped(metrics: &str, family: &str) -> (f64, Vec<String>) {
+    let scrape = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines: Vec<String> = scrape
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .map(str::to_owned)
+        .collect();
+    let sum = lines
+        .iter()
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    (sum, lines)
 }
 
 /// `sum(SERIES)`'s increase since `t0` (a series born after `t0` counts
@@ -185,6 +210,19 @@ async fn a_real_prometheus_sees_every_family_move_through_a_workload(backend: Ba
         .await;
     assert_eq!(body["status"], "failed", "{body}");
     let _ = api.test_capability(&ids[0], json!({"order": 5})).await;
+    // A tool call through MCP: the same executor, kind "mcp".
+    let (status, body) = status_and_json(
+        client_for_mcp(
+            &server.address,
+            &key,
+            "order_status",
+            json!({"order": "A-1001"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["isError"], false, "{body}");
     // A name already taken: refused before the store (400).
     let (status, body) = api.create_capability(order_status(&endpoint.base)).await;
     assert_eq!(status, 400, "{body}");
@@ -340,6 +378,11 @@ async fn a_real_prometheus_sees_every_family_move_through_a_workload(backend: Ba
             3.0,
             true,
         ),
+        (
+            r#"warden_capability_calls_total{kind="mcp",outcome="succeeded"}"#,
+            1.0,
+            true,
+        ),
         // Guest calls, by export and outcome.
         (
             r#"warden_guest_calls_total{export="validate-arguments",outcome="ok"}"#,
@@ -481,6 +524,63 @@ async fn a_real_prometheus_sees_every_family_move_through_a_workload(backend: Ba
         wrong.join("\n"),
         seen.join("\n")
     );
+}
+
+/// A `tools/call` of revision 2026-07-28 with the account's key.
+async fn client_for_mcp(
+    address: &str,
+    key: &str,
+    tool: &str,
+    arguments: Value,
+) -> reqwest::Response {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": crate::mcp::MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "warden-metrics-test", "version": "1"},
+    });
+    reqwest::Client::new()
+        .post(format!("{address}/v1/mcp"))
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", crate::mcp::MODERN)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "_meta": meta}}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A statement that fails is counted once, by the store's error class: the
+/// database dropped under a running server fails the health check's ping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_statements_are_counted_by_class() {
+    let mut db = TestDb::new(Backend::Postgres).await;
+    let server = ServerProcess::start(&db, &[("WARDEN_METRICS_LISTEN", "127.0.0.1:0")]).await;
+    let metrics = metrics_address(&server);
+    let health = format!("{}/health", server.address);
+    assert_eq!(reqwest::get(&health).await.unwrap().status(), 200);
+    let (before, _) = scraped(&metrics, "warden_db_statement_errors_total").await;
+    assert_eq!(before, 0.0, "no statement has failed yet");
+
+    db.drop_postgres_now().await;
+    for _ in 0..3 {
+        assert_eq!(reqwest::get(&health).await.unwrap().status(), 503);
+    }
+    let (after, lines) = scraped(&metrics, "warden_db_statement_errors_total").await;
+    assert!(after >= 3.0, "{lines:?}");
+    for line in &lines {
+        let class = line
+            .split("class=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_else(|| panic!("no class label: {line}"));
+        assert!(
+            ["unavailable", "timeout"].contains(&class),
+            "a dropped database is a class a retry may cure: {line}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use warden::platform::webhook::sign;
 
 const VERIFY_TOKEN: &str = "durability-verify-token";
-const APP_SECRET: &str = "durability-app-secret";
+pub const APP_SECRET: &str = "durability-app-secret";
 const NUMBER: &str = "4455667788";
-const TOKEN: &str = "EAAG-durability";
+pub const TOKEN: &str = "EAAG-durability";
 
 pub fn platform_env(api: &FakeSendApi) -> Vec<(&'static str, String)> {
     vec![

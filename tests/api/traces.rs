@@ -8,14 +8,25 @@
 //! the RFC 9421 signature still verifies with the independent `httpsig`;
 //! JSON log lines inside the trace carry its ids; and no exported byte
 //! holds the message text, the arguments, the result or a secret.
-//! Misconfiguration (an unknown OTLP protocol) fails at start; an
-//! unreachable collector never fails a request.
+//! A platform delivery: the worker's turn is a trace of its own, linked to
+//! the webhook request, and the send API gets its context; a prompt
+//! execution carries its trace to the challenge verifier and the model.
+//! Misconfiguration (an unknown OTLP protocol) fails at start; a collector
+//! that is down or hangs never slows a request, and what it could not take
+//! is counted in `warden_trace_spans_dropped_total`.
 
 use crate::helpers::endpoint::*;
-use crate::helpers::fake_inference::{FakeInference, FakeReply};
+use crate::helpers::fake_inference::{
+    FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeInference, FakeReply,
+};
+use crate::helpers::fake_send_api::FakeSendApi;
+use crate::helpers::fake_verifier::{self, FakeVerifier, mint};
 use crate::helpers::fixtures::{CREDENTIAL, new_key};
 use crate::helpers::shop::order_status;
 use crate::helpers::*;
+use crate::metrics::{keyed_cli, metrics_address, scraped};
+use crate::platform_durability::{APP_SECRET, TOKEN, delivery, platform_env, register_number};
+use crate::prompt_integrations::{GOOD_OUTPUT, HOST, ORIGIN, manifest, topic};
 use crate::signing::verify_with_httpsig;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
@@ -27,6 +38,7 @@ use prost::Message;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use warden::platform::webhook::sign;
 
 const MESSAGE: &str = "¿Dónde está mi pedido A-1001? Mi nombre es Lucía Marsella";
 const MODEL_REPLY: &str = "Tu pedido viaja con TRANSPORTES-ZAFIRO hoy mismo.";
@@ -84,19 +96,32 @@ impl Receiver {
             .collect()
     }
 
-    /// Waits until a span named `name` has been exported.
-    async fn wait_for(&self, name: &str) -> Vec<Span> {
+    /// Waits until a span of each of these names has been exported.
+    async fn wait_for(&self, names: &[&str]) -> Vec<Span> {
         for _ in 0..150 {
             let spans = self.spans();
-            if spans.iter().any(|s| s.name == name) {
+            if names
+                .iter()
+                .all(|name| spans.iter().any(|s| s.name == *name))
+            {
                 return spans;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!(
-            "no span {name:?} exported within 15 s: {:?}",
+            "not every span of {names:?} exported within 15 s: {:?}",
             self.spans().iter().map(|s| &s.name).collect::<Vec<_>>()
         );
+    }
+
+    /// Every exported byte, raw and decoded, as text (for privacy sweeps).
+    fn exported_text(&self) -> Vec<String> {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(decoded, raw)| format!("{decoded:?}\n{}", String::from_utf8_lossy(raw)))
+            .collect()
     }
 }
 
@@ -180,15 +205,9 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
     assert_eq!(status, 200, "{turn}");
     assert_eq!(turn["message"]["body"], MODEL_REPLY, "{turn}");
 
-    let spans = receiver.wait_for("invoke_agent").await;
-    let spans = if spans
-        .iter()
-        .any(|s| s.name == "POST /v1/channels/http/messages")
-    {
-        spans
-    } else {
-        receiver.wait_for("POST /v1/channels/http/messages").await
-    };
+    let spans = receiver
+        .wait_for(&["invoke_agent", "POST /v1/channels/http/messages"])
+        .await;
     let ours: Vec<Span> = spans
         .iter()
         .filter(|s| hex(&s.trace_id) == trace_id)
@@ -270,6 +289,17 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
     for chat in &chats {
         assert_eq!(text(chat, "gen_ai.operation.name"), "chat");
         assert_eq!(text(chat, "gen_ai.request.model"), "fake-model");
+        // The tokens the backend reported (the fake's `usage`).
+        for (key, tokens) in [
+            ("gen_ai.usage.input_tokens", FAKE_INPUT_TOKENS),
+            ("gen_ai.usage.output_tokens", FAKE_OUTPUT_TOKENS),
+        ] {
+            assert_eq!(
+                attribute(chat, key),
+                Some(&AnyValue::IntValue(tokens)),
+                "{key} of {chat:?}"
+            );
+        }
         assert!(ancestors(chat).contains(&"invoke_agent".to_owned()));
     }
     let service = {
@@ -323,13 +353,7 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
     );
 
     // The privacy sweep: every byte exported, raw and decoded.
-    let exported: Vec<String> = receiver
-        .requests
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(decoded, raw)| format!("{decoded:?}\n{}", String::from_utf8_lossy(raw)))
-        .collect();
+    let exported = receiver.exported_text();
     let mut leaks = Vec::new();
     for (what, needle) in [
         ("message text", MESSAGE),
@@ -356,24 +380,226 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
     );
 }
 
+/// A random W3C trace id and a caller's span id (hex).
+fn caller_context() -> (String, String) {
+    let trace_id = uuid::Uuid::new_v4().simple().to_string();
+    let span_id = uuid::Uuid::new_v4().simple().to_string()[..16].to_owned();
+    (trace_id, span_id)
+}
+
+#[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreachable_collector_never_fails_a_request() {
+async fn a_platform_turn_is_its_own_trace_linked_to_the_delivery_that_queued_it(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    cli_account_with_key(&db, "shop").await;
+    register_number(&db).await;
+    let receiver = Receiver::start().await;
+    let send_api = FakeSendApi::start().await;
+    let mut env = platform_env(&send_api);
+    env.extend([
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.base.clone()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".to_owned()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
+    ]);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = ServerProcess::start(&db, &env).await;
+
+    let (trace_id, caller_span) = caller_context();
+    let body = delivery("34600000009", "wamid.traced-1", "Hola");
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/webhooks/platform", server.address))
+        .header("content-type", "application/json")
+        .header("x-hub-signature-256", sign(APP_SECRET, &body))
+        .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let sent = send_api.wait_for(1, 30).await;
+    let spans = receiver
+        .wait_for(&["POST /v1/webhooks/platform", "process platform_message"])
+        .await;
+
+    // The webhook request: the caller's child, in the caller's trace.
+    let webhook = one(&spans, "POST /v1/webhooks/platform");
+    assert_eq!(hex(&webhook.trace_id), trace_id);
+    assert_eq!(hex(&webhook.parent_span_id), caller_span);
+    // The worker's processing: a root of a trace of its own, linked to a
+    // span of the request that queued the message.
+    let worker = one(&spans, "process platform_message");
+    assert_eq!(worker.kind, SpanKind::Consumer as i32);
+    assert!(worker.parent_span_id.is_empty(), "a root: {worker:?}");
+    assert_ne!(hex(&worker.trace_id), trace_id, "a trace of its own");
+    let links: Vec<(String, String)> = worker
+        .links
+        .iter()
+        .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
+        .collect();
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert_eq!(links[0].0, trace_id, "linked to the delivery's trace");
+    assert!(
+        spans
+            .iter()
+            .any(|s| hex(&s.trace_id) == trace_id && hex(&s.span_id) == links[0].1),
+        "the link names a span of the webhook request: {links:?}"
+    );
+    // The turn runs in the worker's trace; the send API got its context.
+    let turn = spans
+        .iter()
+        .find(|s| s.name == "invoke_agent" && s.trace_id == worker.trace_id)
+        .expect("the platform turn in the worker's trace");
+    assert_eq!(text(turn, "warden.channel"), "platform");
+    let worker_trace = hex(&worker.trace_id);
+    assert!(
+        sent[0]
+            .traceparent
+            .starts_with(&format!("00-{worker_trace}-")),
+        "the send API got {:?}, not the worker's trace {worker_trace}",
+        sent[0].traceparent
+    );
+    let exported = receiver.exported_text();
+    for needle in ["34600000009", "Hola", TOKEN] {
+        assert!(
+            !exported.iter().any(|e| e.contains(needle)),
+            "an exported span holds {needle:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_execution_carries_its_trace_to_the_verifier_and_the_model() {
     let db = TestDb::new(Backend::Sqlite).await;
-    let key = cli_account_with_key(&db, "lonely").await;
+    let scratch = tempfile::tempdir().unwrap();
+    let manifest_file = scratch.path().join("manifest.json");
+    std::fs::write(&manifest_file, manifest().to_string()).unwrap();
+    keyed_cli(&db, &["admin", "account", "create", "forms"]).await;
+    let bundle = keyed_cli(
+        &db,
+        &[
+            "admin",
+            "prompt-integration",
+            "create",
+            "--account",
+            "forms",
+            "--manifest",
+            manifest_file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let integration = bundle["id"].as_str().unwrap();
+    let action = bundle["challenge_action"].as_str().unwrap();
+    let receiver = Receiver::start().await;
+    let model = FakeInference::start(vec![FakeReply::text(GOOD_OUTPUT)]).await;
+    let verifier = FakeVerifier::start().await;
+    let (model_url, verifier_url) = (model.base_url(), verifier.url());
+    let mut env = otel_env(&receiver.base, &model_url);
+    env.extend([
+        ("WARDEN_CHALLENGE_VERIFY_URL", verifier_url.as_str()),
+        ("WARDEN_CHALLENGE_SECRET", fake_verifier::SECRET),
+    ]);
+    let server = ServerProcess::start(&db, &env).await;
+
+    let (trace_id, caller_span) = caller_context();
+    let token = mint(HOST, action, true);
+    let response = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/prompt-integrations/{integration}/execute",
+            server.address
+        ))
+        .header("origin", ORIGIN)
+        .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))
+        .json(&topic("boots", &token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+
+    let within = format!("00-{trace_id}-");
+    let asked = verifier.traceparents();
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].starts_with(&within), "the verifier got {asked:?}");
+    let recorded = model.recorded();
+    assert_eq!(recorded.len(), 1);
+    let sent = recorded[0].headers["traceparent"].to_str().unwrap();
+    assert!(sent.starts_with(&within), "the model got {sent}");
+    let spans = receiver.wait_for(&["chat fake-model"]).await;
+    let chat = one(&spans, "chat fake-model");
+    assert_eq!(hex(&chat.trace_id), trace_id);
+    assert_eq!(
+        attribute(chat, "gen_ai.usage.output_tokens"),
+        Some(&AnyValue::IntValue(FAKE_OUTPUT_TOKENS))
+    );
+    let exported = receiver.exported_text();
+    for needle in [
+        token.as_str(),
+        "MODEL-OUTPUT-MARKER",
+        "boots",
+        INFERENCE_KEY,
+        fake_verifier::SECRET,
+    ] {
+        assert!(
+            !exported.iter().any(|e| e.contains(needle)),
+            "an exported span holds {needle:?}"
+        );
+    }
+}
+
+/// A collector that is down, or that takes connections and never answers,
+/// never slows a request; what it cannot take is dropped and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_collector_never_fails_a_request_and_dropped_spans_are_counted() {
     // A port nothing listens on.
     let closed = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", listener.local_addr().unwrap())
     };
-    let model = FakeInference::start(vec![FakeReply::text("Hola")]).await;
-    let model_url = model.base_url();
-    let server = ServerProcess::start(&db, &otel_env(&closed, &model_url)).await;
-    let message = json!({"user_id": "u-1", "message": {"type": "text", "body": "Hola"}});
-    for _ in 0..5 {
-        let started = std::time::Instant::now();
-        let (status, body) = server.api(&key).send_message(&message).await;
-        assert_eq!(status, 200, "{body}");
-        assert!(started.elapsed() < Duration::from_secs(2));
+    // A collector that accepts connections and never reads or answers.
+    let hanging = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hanging_url = format!("http://{}", hanging.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = hanging.accept().await {
+            held.push(stream);
+        }
+    });
+    for collector in [closed, hanging_url] {
+        let db = TestDb::new(Backend::Sqlite).await;
+        let key = cli_account_with_key(&db, "lonely").await;
+        let model = FakeInference::start(vec![FakeReply::text("Hola")]).await;
+        let model_url = model.base_url();
+        let mut env = otel_env(&collector, &model_url);
+        // A queue of 4 spans: a turn's spans overflow it while the first
+        // batch is stuck at the collector.
+        env.extend([
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "4"),
+            ("WARDEN_METRICS_LISTEN", "127.0.0.1:0"),
+        ]);
+        let server = ServerProcess::start(&db, &env).await;
+        let metrics = metrics_address(&server);
+        let message = json!({"user_id": "u-1", "message": {"type": "text", "body": "Hola"}});
+        for _ in 0..5 {
+            let started = std::time::Instant::now();
+            let (status, body) = server.api(&key).send_message(&message).await;
+            assert_eq!(status, 200, "{collector}: {body}");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{collector}: a turn took {:?}",
+                started.elapsed()
+            );
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (dropped, lines) = scraped(&metrics, "warden_trace_spans_dropped_total").await;
+            if dropped >= 1.0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{collector}: no dropped span counted within 30 s: {lines:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 }
 

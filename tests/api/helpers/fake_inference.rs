@@ -173,6 +173,11 @@ fn tool_calls_message(calls: &[(String, String)]) -> Value {
     json!({ "role": "assistant", "content": null, "tool_calls": calls })
 }
 
+/// The tokens every answer reports in its `usage` (distinct, so a trace
+/// test can tell them apart).
+pub const FAKE_INPUT_TOKENS: i64 = 37;
+pub const FAKE_OUTPUT_TOKENS: i64 = 11;
+
 /// A chat-completions answer with one choice holding `message`.
 fn completion(message: Value) -> Response<Body> {
     let finish_reason = if message.get("tool_calls").is_some() {
@@ -186,7 +191,11 @@ fn completion(message: Value) -> Response<Body> {
         "created": 0,
         "model": "fake-model",
         "choices": [{ "index": 0, "message": message, "finish_reason": finish_reason }],
-        "usage": { "prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2 },
+        "usage": {
+            "prompt_tokens": FAKE_INPUT_TOKENS,
+            "completion_tokens": FAKE_OUTPUT_TOKENS,
+            "total_tokens": FAKE_INPUT_TOKENS + FAKE_OUTPUT_TOKENS,
+        },
     });
     json_response(StatusCode::OK, &body)
 }

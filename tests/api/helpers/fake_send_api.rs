@@ -22,6 +22,8 @@ pub struct Delivered {
     pub phone_number_id: String,
     pub authorization: String,
     pub idempotency_key: String,
+    /// The W3C trace context it carried ("" when none).
+    pub traceparent: String,
     pub body: Value,
     /// When the fake delivered it.
     pub at: Instant,
@@ -159,6 +161,7 @@ fn answer(
             phone_number_id,
             authorization: header("authorization"),
             idempotency_key: key.clone(),
+            traceparent: header("traceparent"),
             body,
             at: Instant::now(),
         });

@@ -26,6 +26,8 @@ pub fn mint(host: &str, action: &str, valid: bool) -> String {
 pub struct FakeVerifier {
     base: String,
     received: Arc<Mutex<Vec<HashMap<String, String>>>>,
+    /// The `traceparent` of each request ("" when none), oldest first.
+    traceparents: Arc<Mutex<Vec<String>>>,
     down: Arc<AtomicBool>,
 }
 
@@ -33,22 +35,30 @@ impl FakeVerifier {
     pub async fn start() -> Self {
         let received = Arc::new(Mutex::new(Vec::new()));
         let down = Arc::new(AtomicBool::new(false));
-        let (log, is_down) = (received.clone(), down.clone());
+        let traceparents = Arc::new(Mutex::new(Vec::new()));
+        let (log, is_down, traces) = (received.clone(), down.clone(), traceparents.clone());
         let app = axum::Router::new().route(
             "/siteverify",
-            axum::routing::post(move |Form(form): Form<HashMap<String, String>>| {
-                let (log, is_down) = (log.clone(), is_down.clone());
-                async move {
-                    log.lock().unwrap().push(form.clone());
-                    if is_down.load(Ordering::SeqCst) {
-                        return (
-                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                            axum::Json(json!({})),
-                        );
+            axum::routing::post(
+                move |headers: axum::http::HeaderMap, Form(form): Form<HashMap<String, String>>| {
+                    let (log, is_down, traces) = (log.clone(), is_down.clone(), traces.clone());
+                    async move {
+                        let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+                        traces
+                            .lock()
+                            .unwrap()
+                            .push(traceparent.unwrap_or("").to_owned());
+                        log.lock().unwrap().push(form.clone());
+                        if is_down.load(Ordering::SeqCst) {
+                            return (
+                                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                                axum::Json(json!({})),
+                            );
+                        }
+                        (axum::http::StatusCode::OK, axum::Json(answer(&form)))
                     }
-                    (axum::http::StatusCode::OK, axum::Json(answer(&form)))
-                }
-            }),
+                },
+            ),
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -56,6 +66,7 @@ impl FakeVerifier {
         FakeVerifier {
             base,
             received,
+            traceparents,
             down,
         }
     }
@@ -67,6 +78,11 @@ impl FakeVerifier {
     /// Every form received, oldest first.
     pub fn received(&self) -> Vec<HashMap<String, String>> {
         self.received.lock().unwrap().clone()
+    }
+
+    /// The `traceparent` each request carried ("" when none), oldest first.
+    pub fn traceparents(&self) -> Vec<String> {
+        self.traceparents.lock().unwrap().clone()
     }
 
     /// How many times `token` was asked about.
