@@ -522,6 +522,24 @@ pub struct ClientLimits {
     #[arg(long, env = "WARDEN_MAX_IN_FLIGHT_PER_ACCOUNT", default_value_t = ClientLimits::DEFAULT.max_in_flight_per_account)]
     pub max_in_flight_per_account: usize,
 
+    /// Most requests using this server's own resources (CPU, database,
+    /// policy guest) at once; unset, 16 per CPU the process may use. A
+    /// request waiting for a host endpoint, the model, the challenge verifier
+    /// or its own client's body gives its place up while it waits. Past
+    /// capacity this keeps admitted requests fast: the excess is answered
+    /// 503 with `Retry-After` within WARDEN_ADMISSION_WAIT_MS (docs/benchmarks.md,
+    /// "Past capacity").
+    #[arg(long, env = "WARDEN_MAX_LOCAL_WORK", value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_local_work: Option<u32>,
+
+    /// How long a new request may wait for a place among those using local
+    /// resources (WARDEN_MAX_LOCAL_WORK) once a queue for them has stood
+    /// for 100 ms, in milliseconds, before it is refused with 503 and
+    /// `Retry-After` (CoDel's target). A queue that empties within 100 ms is
+    /// a burst: its requests may wait up to 100 ms.
+    #[arg(long, env = "WARDEN_ADMISSION_WAIT_MS", default_value_t = ClientLimits::DEFAULT.admission_wait_ms)]
+    pub admission_wait_ms: u64,
+
     /// On SIGTERM or SIGINT, how long in-flight requests get to finish, in
     /// milliseconds, before the remaining connections are closed.
     #[arg(long, env = "WARDEN_SHUTDOWN_GRACE_MS", default_value_t = ClientLimits::DEFAULT.shutdown_grace_ms)]
@@ -541,8 +559,23 @@ impl ClientLimits {
         request_timeout_ms: 30_000,
         max_in_flight: 512,
         max_in_flight_per_account: 128,
+        max_local_work: None,
+        admission_wait_ms: 5,
         shutdown_grace_ms: 20_000,
     };
+}
+
+impl ClientLimits {
+    /// Places among the requests using local resources: the setting, or
+    /// 16 per CPU the process may use (enough to keep the CPUs and the
+    /// database busy; few enough that those admitted finish in tens of
+    /// milliseconds: docs/benchmarks.md, "Past capacity").
+    pub fn local_work_places(&self) -> usize {
+        match self.max_local_work {
+            Some(places) => places as usize,
+            None => 16 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
 }
 
 impl Default for ClientLimits {

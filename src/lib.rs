@@ -14,6 +14,7 @@ pub mod domain;
 pub mod executor;
 pub mod fair_share;
 pub mod http_server;
+pub mod local_work;
 pub mod mcp;
 pub mod metrics;
 pub mod platform;

@@ -35,7 +35,7 @@ pub struct RequestSpec {
 pub const ORDER: &str = "A-1001";
 
 impl RequestSpec {
-    fn body_now(&self) -> Option<String> {
+    pub fn body_now(&self) -> Option<String> {
         let body = self.body.as_ref()?;
         Some(if self.vary_order {
             let n: u32 = rand::Rng::gen_range(&mut rand::thread_rng(), 0..10_000);

@@ -16,7 +16,9 @@
 //! (`POST /v1/mcp`, at 1 and 8 connections), a message turn that calls
 //! `order_status` (a new conversation each time) with 1, 100 and 1,000
 //! capabilities registered, and a 5-turn conversation; the same turn on a
-//! second server with metrics and tracing on (`observed.rs`). CPU per request and
+//! second server with metrics and tracing on (`observed.rs`); the contract test
+//! and the turn past capacity, at twice what 8 connections sustained
+//! (`overload.rs`, scenario `past_capacity`). CPU per request and
 //! peak RSS come from /proc of the process under load. It writes the table
 //! into `docs/benchmarks.md` (between markers; the prose around it is kept)
 //! and the plot to `docs/benchmarks-latency.svg`.
@@ -38,6 +40,7 @@
 mod conversation;
 mod load;
 mod observed;
+mod overload;
 mod procs;
 mod profile;
 mod report;
@@ -234,6 +237,12 @@ async fn bench() {
 
     let mut rows = Vec::new();
     let mut soaks = Vec::new();
+    let mut overloads = Vec::new();
+    let (overload_high, overload_low) = if config.quick {
+        (Duration::from_secs(3), Duration::from_secs(2))
+    } else {
+        (Duration::from_secs(10), Duration::from_secs(5))
+    };
     let baseline = |scenario, pid, spec| Target {
         scenario,
         backend: "-",
@@ -374,13 +383,42 @@ async fn bench() {
         target("mcp_call", mcp_spec)
             .sweep(&config.few_connections, false, &mut rows)
             .await;
-        target("capability_test", test_spec)
+        target("capability_test", test_spec.clone())
             .sweep(&config.connections, true, &mut rows)
             .await;
         let turn = |scenario| target(scenario, turn_spec.clone());
         turn("turn_1")
             .sweep(&config.connections, true, &mut rows)
             .await;
+        if config.wants("past_capacity") {
+            for (scenario, spec) in [("capability_test", &test_spec), ("turn_1", &turn_spec)] {
+                // Capacity: what 8 connections sustained in this run.
+                let capacity = rows
+                    .iter()
+                    .find(|r| {
+                        r.scenario == scenario && r.backend == backend && r.mode == Mode::Closed(8)
+                    })
+                    .map(|r| r.m.throughput);
+                let Some(capacity) = capacity else {
+                    println!("past_capacity: no 8-connection run of {scenario} to size it by");
+                    continue;
+                };
+                // Let the open loops' leftover work finish first.
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let run = overload::run(
+                    scenario,
+                    backend,
+                    spec,
+                    &format!("{base}/health"),
+                    capacity,
+                    overload_high,
+                    overload_low,
+                )
+                .await;
+                println!("{}", run.line());
+                overloads.push(run);
+            }
+        }
         if config.wants("turn_1_observed") {
             let observed = observed::start(&warden_exe, &database.url, work, backend).await;
             let mut spec = turn_spec.clone();
@@ -441,7 +479,10 @@ async fn bench() {
         }
         return;
     }
-    let text = report::markdown(&rows, &config, &load_before, &load_after, started_at);
+    let mut text = report::markdown(&rows, &config, &load_before, &load_after, started_at);
+    if !overloads.is_empty() {
+        text += &overload::markdown(&overloads, overload_high, overload_low);
+    }
     println!("\n{text}");
     let write = (!config.quick && config.only.is_none())
         || std::env::var("WARDEN_BENCH_WRITE").is_ok_and(|v| v == "1");

@@ -13,6 +13,10 @@
 //! - Per account (a `fair_share`): the `Caller` extractor takes a place as
 //!   soon as the key has resolved to an account (before the body is read),
 //!   and the handler holds it, through the `Caller`, until it returns.
+//! - Local work (`local_work`): right after its overall place, a request
+//!   waits a few milliseconds at most for a place among those using the
+//!   server's own resources, or is refused; it gives that place up while it
+//!   waits for anyone else. This is what sheds load past capacity.
 
 use std::sync::Arc;
 
@@ -21,6 +25,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::error::ApiError;
 use crate::domain::account::AccountId;
 use crate::fair_share::{FairShare, Place};
+use crate::local_work::{self, LocalWork};
 
 /// Seconds a refused client is asked to wait: work here lasts seconds at
 /// most (the whole-request deadline, call time-outs).
@@ -30,6 +35,7 @@ pub const RETRY_AFTER_SECONDS: u64 = 1;
 pub struct Admission {
     overall: Arc<Semaphore>,
     per_account: Arc<FairShare<AccountId>>,
+    local: Arc<LocalWork>,
 }
 
 /// A place among the requests being worked on.
@@ -41,15 +47,27 @@ pub struct WorkPermit {
 pub type AccountPermit = Place<AccountId>;
 
 impl Admission {
-    pub fn new(max_in_flight: usize, max_in_flight_per_account: usize) -> Arc<Self> {
+    pub fn from_limits(limits: &crate::cli::ClientLimits) -> Arc<Self> {
         Arc::new(Admission {
-            overall: Arc::new(Semaphore::new(max_in_flight.max(1))),
-            per_account: FairShare::new(max_in_flight_per_account.max(1)),
+            overall: Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
+            per_account: FairShare::new(limits.max_in_flight_per_account.max(1)),
+            local: LocalWork::new(
+                limits.local_work_places(),
+                std::time::Duration::from_millis(limits.admission_wait_ms),
+            ),
         })
     }
 
-    pub fn from_limits(limits: &crate::cli::ClientLimits) -> Arc<Self> {
-        Self::new(limits.max_in_flight, limits.max_in_flight_per_account)
+    /// A place among the requests using local resources, or the 503 that
+    /// refuses this one when none frees within the admission wait.
+    pub async fn admit_local(&self) -> Result<Arc<local_work::Place>, ApiError> {
+        self.local.enter().await.ok_or_else(|| {
+            tracing::debug!("request refused: the server is at capacity");
+            ApiError::Overloaded {
+                reason: "the server is at capacity; retry after the time given in Retry-After",
+                retry_after_secs: RETRY_AFTER_SECONDS,
+            }
+        })
     }
 
     /// A place for one more request, or the 503 that refuses it.

@@ -61,22 +61,33 @@ pub async fn run_to_completion(
     request: Request,
     next: Next,
 ) -> Response {
-    let place = if ALWAYS_ADMITTED.contains(&request.uri().path()) {
-        None
-    } else {
-        match admission.admit_work() {
-            Ok(place) => Some(place),
-            Err(refused) => return refused.into_response(),
-        }
+    if ALWAYS_ADMITTED.contains(&request.uri().path()) {
+        return detached(async move { next.run(request).await }).await;
+    }
+    let place = match admission.admit_work() {
+        Ok(place) => place,
+        Err(refused) => return refused.into_response(),
     };
-    let work = tokio::spawn(
-        async move {
-            let response = next.run(request).await;
-            drop(place);
-            response
-        }
-        .instrument(tracing::Span::current()),
-    );
+    let local = match admission.admit_local().await {
+        Ok(local) => local,
+        Err(refused) => return refused.into_response(),
+    };
+    // A client slow to send its body does not keep the local place.
+    let request = {
+        let local = local.clone();
+        request.map(|body| Body::new(PlaceFreeingBody::new(body, local)))
+    };
+    detached(async move {
+        let response = local.hold(next.run(request)).await;
+        drop(place);
+        response
+    })
+    .await
+}
+
+/// Runs `work` in a task of its own (see the module doc) and waits for it.
+async fn detached(work: impl Future<Output = Response> + Send + 'static) -> Response {
+    let work = tokio::spawn(work.instrument(tracing::Span::current()));
     match work.await {
         Ok(response) => response,
         // Panics are caught inside (CatchPanicLayer); this is a runtime shutting down.
@@ -156,6 +167,71 @@ impl http_body::Body for DeadlineBody {
 
     fn is_end_stream(&self) -> bool {
         self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A request body that, while its client is slow to send the next bytes,
+/// gives the request's local place up (`local_work`), and takes it again
+/// once the body is complete, before the handler works on it.
+struct PlaceFreeingBody {
+    inner: Body,
+    place: Arc<crate::local_work::Place>,
+    stepped_out: bool,
+    step_in: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl PlaceFreeingBody {
+    fn new(inner: Body, place: Arc<crate::local_work::Place>) -> Self {
+        PlaceFreeingBody {
+            inner,
+            place,
+            stepped_out: false,
+            step_in: None,
+        }
+    }
+}
+
+impl http_body::Body for PlaceFreeingBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        if let Some(step_in) = self.step_in.as_mut() {
+            return match step_in.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    self.step_in = None;
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            };
+        }
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Pending => {
+                if !self.stepped_out {
+                    self.stepped_out = true;
+                    self.place.step_out();
+                }
+                Poll::Pending
+            }
+            Poll::Ready(None) if self.stepped_out => {
+                self.stepped_out = false;
+                let place = self.place.clone();
+                self.step_in = Some(Box::pin(async move { place.step_in().await }));
+                self.poll_frame(cx)
+            }
+            other => other,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.step_in.is_none() && !self.stepped_out && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

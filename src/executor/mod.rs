@@ -306,7 +306,7 @@ impl Executor {
                 Err(failure) if failure.is_retryable() && *attempts <= retries => {
                     let pause = backoff(*attempts);
                     timing.backoff += pause;
-                    tokio::time::sleep(pause).await;
+                    crate::local_work::outside(tokio::time::sleep(pause)).await;
                 }
                 Err(failure) => return Err(failure),
             }

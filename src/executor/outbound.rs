@@ -131,7 +131,8 @@ impl HttpCaller {
                 .map_err(classify)?;
             self.read_json(response).await
         };
-        tokio::time::timeout(timeout, attempt)
+        // Waiting for the endpoint is not local work (`local_work`).
+        crate::local_work::outside(tokio::time::timeout(timeout, attempt))
             .await
             .unwrap_or(Err(CallFailure::Timeout {
                 timeout_ms: timeout.as_millis() as u64,

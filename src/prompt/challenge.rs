@@ -102,7 +102,8 @@ impl Verifier {
             serde_json::from_slice::<Answer>(&bytes)
                 .map_err(|_| VerifierDown("its answer is not siteverify JSON".into()))
         };
-        let answer = tokio::time::timeout(self.timeout, ask)
+        // Waiting for the verifier is not local work (`local_work`).
+        let answer = crate::local_work::outside(tokio::time::timeout(self.timeout, ask))
             .await
             .map_err(|_| VerifierDown("it did not answer in time".into()))??;
         Ok(if !answer.success {

@@ -31,6 +31,7 @@ mod metrics;
 mod nul_text;
 mod openapi;
 mod operation_results;
+mod overload;
 mod planner_openai;
 mod platform_durability;
 mod platform_webhook;

@@ -180,7 +180,7 @@ impl OpenAiPlanner {
                 Ok(message) => return Ok(message),
                 Err(CallError::Transient(reason)) if !budget.exhausted() => {
                     tracing::warn!(%reason, "inference call failed; retrying once");
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                    crate::local_work::outside(tokio::time::sleep(RETRY_PAUSE)).await;
                     budget.retry_delay += RETRY_PAUSE;
                 }
                 Err(CallError::Transient(reason) | CallError::Fatal(reason)) => {
@@ -232,9 +232,13 @@ impl OpenAiPlanner {
             let bytes = read_bounded(response).await?;
             parse_completion(&bytes)
         };
-        let answered = tokio::time::timeout(self.config.timeout, attempt.instrument(span.clone()))
-            .await
-            .unwrap_or(Err(CallError::Transient("the call timed out".into())));
+        // Waiting for the model is not local work (`local_work`).
+        let answered = crate::local_work::outside(tokio::time::timeout(
+            self.config.timeout,
+            attempt.instrument(span.clone()),
+        ))
+        .await
+        .unwrap_or(Err(CallError::Transient("the call timed out".into())));
         let outcome = match &answered {
             Ok(_) => "ok",
             Err(CallError::Transient(_)) => "transient_error",

@@ -1,0 +1,290 @@
+//! Past capacity (issue 28, graceful overload): requests arrive at twice
+//! the rate the server sustained with 8 connections (its capacity, measured
+//! in the same run), then at half of it. What a user should see:
+//! - admitted requests keep a bounded latency (p99 ≤ 100 ms);
+//! - the excess is answered at once with 503 and `Retry-After` (p99 ≤ 10 ms);
+//! - once arrivals drop, every request succeeds again within 1 s;
+//! - `GET /health`, probed every 50 ms throughout, keeps answering.
+//!
+//! Latency counts from each request's due time (no coordinated omission),
+//! as in `load::open_loop`.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::load::RequestSpec;
+
+/// Bounds the report checks each run against.
+const ADMITTED_P99_MS: f64 = 100.0;
+const REFUSED_P99_MS: f64 = 10.0;
+const RECOVERY_MS: f64 = 1000.0;
+/// Outstanding requests the generator allows (beyond: counted, not sent).
+const GENERATOR_CAP: usize = 2048;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Outcome {
+    Ok,
+    /// 503 with a `Retry-After` header.
+    Refused,
+    /// Anything else: another status, a 503 without `Retry-After`, a socket
+    /// error or the client's 10 s time-out.
+    Failed,
+}
+
+struct Sample {
+    /// Due time, from the start of the run.
+    due: Duration,
+    latency: Duration,
+    outcome: Outcome,
+}
+
+/// One scenario's run past capacity.
+pub struct Overload {
+    pub scenario: &'static str,
+    pub backend: &'static str,
+    pub capacity: f64,
+    high: PhaseFigures,
+    /// After the load dropped: when the last failed or slow (over
+    /// `ADMITTED_P99_MS`) request was due, from the drop (0 when none).
+    recovered_after_ms: f64,
+    low_failed: usize,
+    health_p99_ms: f64,
+    health_failed: usize,
+    not_sent: usize,
+}
+
+#[derive(Default)]
+struct PhaseFigures {
+    rate: f64,
+    admitted: usize,
+    admitted_p50_ms: f64,
+    admitted_p99_ms: f64,
+    refused: usize,
+    refused_p99_ms: f64,
+    failed: usize,
+}
+
+impl Overload {
+    /// Whether every bound held.
+    pub fn holds(&self) -> bool {
+        self.high.admitted_p99_ms <= ADMITTED_P99_MS
+            && self.high.refused_p99_ms <= REFUSED_P99_MS
+            && self.high.failed == 0
+            && self.recovered_after_ms <= RECOVERY_MS
+            && self.health_failed == 0
+    }
+
+    pub fn line(&self) -> String {
+        let h = &self.high;
+        format!(
+            "{:<16} {:<8} past capacity: capacity {:.0}/s, offered {:.0}/s: admitted {} (p50 {:.1} ms, p99 {:.1} ms), \
+             refused {} (p99 {:.2} ms), failed {}, not sent {}; recovered after {:.0} ms ({} failed after the drop); \
+             health p99 {:.2} ms, {} failed: {}",
+            self.scenario,
+            self.backend,
+            self.capacity,
+            h.rate,
+            h.admitted,
+            h.admitted_p50_ms,
+            h.admitted_p99_ms,
+            h.refused,
+            h.refused_p99_ms,
+            h.failed,
+            self.not_sent,
+            self.recovered_after_ms,
+            self.low_failed,
+            self.health_p99_ms,
+            self.health_failed,
+            if self.holds() { "holds" } else { "MISSES" },
+        )
+    }
+}
+
+/// Twice `capacity` for `high`, then half of it for `low`.
+pub async fn run(
+    scenario: &'static str,
+    backend: &'static str,
+    spec: &RequestSpec,
+    health_url: &str,
+    capacity: f64,
+    high: Duration,
+    low: Duration,
+) -> Overload {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(GENERATOR_CAP)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let spec = Arc::new(spec.clone());
+    let permits = Arc::new(tokio::sync::Semaphore::new(GENERATOR_CAP));
+    let (high_rate, low_rate) = (2.0 * capacity, 0.5 * capacity);
+    let start = Instant::now() + Duration::from_millis(50);
+    let drop_at = start + high;
+    let end = drop_at + low;
+
+    let health = {
+        let (client, url) = (client.clone(), health_url.to_owned());
+        tokio::spawn(async move {
+            let mut figures = Vec::new();
+            let mut every = tokio::time::interval(Duration::from_millis(50));
+            while Instant::now() < end {
+                every.tick().await;
+                let sent = Instant::now();
+                let ok = matches!(client.get(&url).send().await, Ok(r) if r.status() == 200);
+                figures.push((sent.elapsed(), ok));
+            }
+            figures
+        })
+    };
+
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut not_sent = 0;
+    let mut due = start;
+    while due < end {
+        tokio::time::sleep_until(due.into()).await;
+        let offset = due - start;
+        let rate = if due < drop_at { high_rate } else { low_rate };
+        let this_due = due;
+        due += Duration::from_secs_f64(1.0 / rate);
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            not_sent += 1;
+            continue;
+        };
+        let (client, spec) = (client.clone(), spec.clone());
+        tasks.spawn(async move {
+            let outcome = send(&client, &spec).await;
+            drop(permit);
+            Sample {
+                due: offset,
+                latency: this_due.elapsed(),
+                outcome,
+            }
+        });
+    }
+    let mut samples = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        samples.push(done.unwrap());
+    }
+    let health = health.await.unwrap();
+
+    let drop_offset = drop_at - start;
+    let in_high: Vec<&Sample> = samples.iter().filter(|s| s.due < drop_offset).collect();
+    let in_low: Vec<&Sample> = samples.iter().filter(|s| s.due >= drop_offset).collect();
+    let latencies = |outcome: Outcome| {
+        let mut l: Vec<Duration> = in_high
+            .iter()
+            .filter(|s| s.outcome == outcome)
+            .map(|s| s.latency)
+            .collect();
+        l.sort();
+        l
+    };
+    let admitted = latencies(Outcome::Ok);
+    let refused = latencies(Outcome::Refused);
+    let high_figures = PhaseFigures {
+        rate: high_rate,
+        admitted: admitted.len(),
+        admitted_p50_ms: percentile(&admitted, 0.5),
+        admitted_p99_ms: percentile(&admitted, 0.99),
+        refused: refused.len(),
+        refused_p99_ms: percentile(&refused, 0.99),
+        failed: in_high
+            .iter()
+            .filter(|s| s.outcome == Outcome::Failed)
+            .count(),
+    };
+    let slow = Duration::from_secs_f64(ADMITTED_P99_MS / 1e3);
+    let bad_after_drop: Vec<&&Sample> = in_low
+        .iter()
+        .filter(|s| s.outcome != Outcome::Ok || s.latency > slow)
+        .collect();
+    let recovered_after_ms = bad_after_drop
+        .iter()
+        .map(|s| (s.due - drop_offset).as_secs_f64() * 1e3)
+        .fold(0.0, f64::max);
+    let mut health_latencies: Vec<Duration> = health.iter().map(|(l, _)| *l).collect();
+    health_latencies.sort();
+    Overload {
+        scenario,
+        backend,
+        capacity,
+        high: high_figures,
+        recovered_after_ms,
+        low_failed: bad_after_drop
+            .iter()
+            .filter(|s| s.outcome != Outcome::Ok)
+            .count(),
+        health_p99_ms: percentile(&health_latencies, 0.99),
+        health_failed: health.iter().filter(|(_, ok)| !ok).count(),
+        not_sent,
+    }
+}
+
+async fn send(client: &reqwest::Client, spec: &RequestSpec) -> Outcome {
+    let mut request = client.request(spec.method.parse().unwrap(), &spec.url);
+    for (name, value) in &spec.headers {
+        request = request.header(name, value);
+    }
+    if let Some(body) = spec.body_now() {
+        request = request.body(body);
+    }
+    match request.send().await {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            let retry_after = r.headers().contains_key("retry-after");
+            let read = r.bytes().await.is_ok();
+            match (status, retry_after, read) {
+                (200..=299, _, true) => Outcome::Ok,
+                (503, true, true) => Outcome::Refused,
+                _ => Outcome::Failed,
+            }
+        }
+        Err(_) => Outcome::Failed,
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+/// The report's section: one row per scenario and database.
+pub fn markdown(runs: &[Overload], high: Duration, low: Duration) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n### Past capacity\n\nArrivals at twice the capacity each scenario sustained with 8 connections in this run, for {} s, \
+         then at half of it for {} s; `GET /health` probed every 50 ms throughout. Bounds: admitted p99 ≤ {ADMITTED_P99_MS} ms, \
+         refused (503 with `Retry-After`) p99 ≤ {REFUSED_P99_MS} ms, no other failure, every request succeeding within \
+         {RECOVERY_MS} ms of the drop, health always answering. Latency counts from each request's due time.\n",
+        high.as_secs(),
+        low.as_secs()
+    );
+    s += "| scenario | db | capacity /s | offered /s | admitted | admitted p50 ms | admitted p99 ms | refused | refused p99 ms | failed | recovered after ms | health p99 ms | bounds |\n";
+    s += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    for r in runs {
+        let h = &r.high;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {:.0} | {} | {:.1} | {:.1} | {} | {:.2} | {} | {:.0} | {:.2} | {} |",
+            r.scenario,
+            r.backend,
+            r.capacity,
+            h.rate,
+            h.admitted,
+            h.admitted_p50_ms,
+            h.admitted_p99_ms,
+            h.refused,
+            h.refused_p99_ms,
+            h.failed + r.not_sent,
+            r.recovered_after_ms,
+            r.health_p99_ms,
+            if r.holds() { "hold" } else { "missed" },
+        );
+    }
+    s
+}

@@ -1,0 +1,334 @@
+//! Local work: how many requests may be using this server's own resources
+//! (its CPU, the database, the policy guest) at once, and how briefly a new
+//! request may wait for room before it is refused. Past capacity this is
+//! what keeps admitted requests fast: the excess is refused at once instead
+//! of joining queues inside the server (the runtime's, the pool's, the
+//! SQLite write gate's), where every request would wait behind all the
+//! others.
+//!
+//! How long a new request may wait for a place follows CoDel (Nichols and
+//! Jacobson's controlled delay): a queue that empties within an interval
+//! (100 ms) is a burst, and arrivals may wait up to the interval for room;
+//! a queue that stood through a whole interval (every request admitted in
+//! it waited longer than the target, `WARDEN_ADMISSION_WAIT_MS`) is
+//! overload, and arrivals then wait only the target before they are
+//! refused. Bursts are absorbed; a standing queue is cut to the target at
+//! once, and the server is back to normal an interval after it drains.
+//!
+//! A request holds its place only while it works here. Waiting for someone
+//! else does not count: a call to a host endpoint, to the model or to the
+//! challenge verifier ([`outside`]), and a client slow to send its body
+//! (`api::lifetime`) give the place up for as long as they wait, so a slow
+//! tenant endpoint or a trickling upload never takes room from the others
+//! (those waits have bounds of their own: the call time-outs, the body-read
+//! deadline, the per-account and overall bounds on work in progress). When
+//! the wait ends the request takes a place again, without a time limit:
+//! work already started is finished, never refused half-way.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+/// CoDel's interval: a queue that does not empty within it is standing.
+pub const INTERVAL: Duration = Duration::from_millis(100);
+
+/// The places and the wait a new request may spend for one.
+#[derive(Debug)]
+pub struct LocalWork {
+    places: Arc<Semaphore>,
+    /// The wait a new request may spend once a queue stands.
+    target: Duration,
+    queue: Mutex<QueueWatch>,
+}
+
+/// What the admissions of the current interval waited.
+#[derive(Debug)]
+struct QueueWatch {
+    interval_start: Instant,
+    /// The shortest wait of an admission this interval (`None`: none yet).
+    shortest: Option<Duration>,
+    /// Whether the last interval's queue stood.
+    standing: bool,
+}
+
+/// One request's place: held, given up while it waits elsewhere, taken
+/// again after. Shared by the request's task and its body.
+#[derive(Debug)]
+pub struct Place {
+    places: Arc<Semaphore>,
+    state: Mutex<PlaceState>,
+}
+
+#[derive(Debug)]
+struct PlaceState {
+    permit: Option<OwnedSemaphorePermit>,
+    /// Waits in progress (nested or concurrent); the place is taken again
+    /// when the last one ends.
+    waits: usize,
+}
+
+tokio::task_local! {
+    /// The place of the request whose task this is.
+    static CURRENT: Arc<Place>;
+}
+
+impl LocalWork {
+    pub fn new(places: usize, target: Duration) -> Arc<Self> {
+        Arc::new(LocalWork {
+            places: Arc::new(Semaphore::new(places.max(1))),
+            target,
+            queue: Mutex::new(QueueWatch {
+                interval_start: Instant::now(),
+                shortest: None,
+                standing: false,
+            }),
+        })
+    }
+
+    /// A place for a new request, waiting at most the interval (a burst) or
+    /// the target (a standing queue); `None` when none freed in time (the
+    /// caller refuses the request).
+    pub async fn enter(&self) -> Option<Arc<Place>> {
+        let permit = match self.places.clone().try_acquire_owned() {
+            Ok(permit) => {
+                self.waited(Duration::ZERO);
+                permit
+            }
+            Err(_) => {
+                let allowed = if self.watch().standing {
+                    self.target
+                } else {
+                    INTERVAL
+                };
+                let arrived = Instant::now();
+                let acquired =
+                    tokio::time::timeout(allowed, self.places.clone().acquire_owned()).await;
+                self.waited(arrived.elapsed());
+                acquired.ok()?.ok()?
+            }
+        };
+        Some(Arc::new(Place {
+            places: self.places.clone(),
+            state: Mutex::new(PlaceState {
+                permit: Some(permit),
+                waits: 0,
+            }),
+        }))
+    }
+
+    /// Places free now (for tests and figures).
+    pub fn free(&self) -> usize {
+        self.places.available_permits()
+    }
+
+    /// Whether the queue stood through the last interval (requests are
+    /// refused after the target).
+    pub fn shedding(&self) -> bool {
+        self.watch().standing
+    }
+
+    /// Counts one arrival's wait (admitted or refused) into the interval.
+    fn waited(&self, wait: Duration) {
+        let mut watch = self.watch();
+        let now = Instant::now();
+        if now.duration_since(watch.interval_start) >= INTERVAL {
+            watch.standing = watch.shortest.is_some_and(|s| s > self.target);
+            watch.interval_start = now;
+            watch.shortest = None;
+        }
+        watch.shortest = Some(watch.shortest.map_or(wait, |s| s.min(wait)));
+    }
+
+    fn watch(&self) -> std::sync::MutexGuard<'_, QueueWatch> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Place {
+    /// Runs `work` as this place's holder: [`outside`] within it gives the
+    /// place up while it waits.
+    pub async fn hold<F: Future>(self: Arc<Self>, work: F) -> F::Output {
+        CURRENT.scope(self, work).await
+    }
+
+    /// Gives the place up: a wait elsewhere begins.
+    pub fn step_out(&self) {
+        let mut state = self.lock();
+        state.waits += 1;
+        state.permit = None;
+    }
+
+    /// A wait ended without [`Place::step_in`] (it was cancelled): counted
+    /// out, the place not taken again.
+    fn abandon_wait(&self) {
+        let mut state = self.lock();
+        state.waits = state.waits.saturating_sub(1);
+    }
+
+    /// A wait has ended: once none is left, the place is taken again (in
+    /// turn with every other request waiting for one, without a time limit).
+    pub async fn step_in(&self) {
+        {
+            let mut state = self.lock();
+            state.waits = state.waits.saturating_sub(1);
+            if state.waits > 0 || state.permit.is_some() {
+                return;
+            }
+        }
+        let Ok(permit) = self.places.clone().acquire_owned().await else {
+            return;
+        };
+        let mut state = self.lock();
+        if state.permit.is_none() && state.waits == 0 {
+            state.permit = Some(permit);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PlaceState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Awaits `wait` (a call to another server, a pause between attempts)
+/// without holding the current request's place, and takes it again after.
+/// Outside a request (the platform worker, the admin commands) it only
+/// awaits.
+pub async fn outside<F: Future>(wait: F) -> F::Output {
+    let Ok(place) = CURRENT.try_with(Arc::clone) else {
+        return wait.await;
+    };
+    place.step_out();
+    let mut pending = PendingWait(Some(place));
+    let output = wait.await;
+    if let Some(place) = pending.0.take() {
+        place.step_in().await;
+    }
+    output
+}
+
+/// A wait in progress; dropped before it ends (the request's future was
+/// cancelled), it counts the wait out.
+struct PendingWait(Option<Arc<Place>>);
+
+impl Drop for PendingWait {
+    fn drop(&mut self) {
+        if let Some(place) = self.0.take() {
+            place.abandon_wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Virtual time (`start_paused`): the waits are exact, not timed.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_waits_an_interval_a_standing_queue_only_the_target() {
+        let target = Duration::from_millis(5);
+        let work = LocalWork::new(1, target);
+        let first = work.enter().await.expect("room");
+        let refused_after = || async {
+            let arrived = Instant::now();
+            assert!(work.enter().await.is_none(), "no room");
+            arrived.elapsed()
+        };
+        // A full house, but no queue has stood yet: a burst waits the interval.
+        assert_eq!(refused_after().await, INTERVAL);
+        assert!(!work.shedding());
+        // An interval in which every arrival waited past the target: standing.
+        assert_eq!(refused_after().await, INTERVAL);
+        assert!(work.shedding());
+        assert_eq!(refused_after().await, target);
+        // Room again: admitted at once; an interval later, not standing.
+        drop(first);
+        let again = work.enter().await.expect("room at once");
+        drop(again);
+        tokio::time::advance(INTERVAL).await;
+        let _ = work.enter().await.expect("room");
+        assert!(
+            !work.shedding(),
+            "back to normal an interval after the queue drained"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queue_that_empties_within_the_interval_is_a_burst() {
+        let work = LocalWork::new(1, Duration::from_millis(5));
+        for _ in 0..5 {
+            let held = work.enter().await.unwrap();
+            let release = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                drop(held);
+            });
+            // Waits 30 ms (past the target) for the place, then gets it.
+            let waiting = work.enter().await.expect("the burst is admitted");
+            release.await.unwrap();
+            drop(waiting);
+            // Another admission in the same interval, at once.
+            drop(work.enter().await.unwrap());
+            tokio::time::advance(INTERVAL).await;
+        }
+        assert!(!work.shedding());
+    }
+
+    #[tokio::test]
+    async fn a_wait_outside_frees_the_place_and_takes_it_back() {
+        let work = LocalWork::new(1, Duration::from_millis(20));
+        let place = work.enter().await.unwrap();
+        let during = {
+            let work = work.clone();
+            place
+                .clone()
+                .hold(outside(async move { work.free() }))
+                .await
+        };
+        assert_eq!(during, 1, "free while the request waits elsewhere");
+        assert_eq!(work.free(), 0, "taken back after the wait");
+        drop(place);
+        assert_eq!(work.free(), 1);
+    }
+
+    #[tokio::test]
+    async fn nested_waits_take_the_place_back_once_after_the_last() {
+        let work = LocalWork::new(2, Duration::from_millis(20));
+        let place = work.enter().await.unwrap();
+        let free = {
+            let work = work.clone();
+            place
+                .clone()
+                .hold(async move {
+                    let inner = outside(outside(async { work.free() })).await;
+                    (inner, work.free())
+                })
+                .await
+        };
+        assert_eq!(free, (2, 1));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_wait_leaves_the_place_given_up_and_nothing_leaked() {
+        let work = LocalWork::new(1, Duration::from_millis(20));
+        let place = work.enter().await.unwrap();
+        let cancelled = tokio::time::timeout(
+            Duration::from_millis(10),
+            place.clone().hold(outside(std::future::pending::<()>())),
+        )
+        .await;
+        assert!(cancelled.is_err());
+        assert_eq!(work.free(), 1, "given up while waiting, not taken back");
+        // A later wait of the same request still ends holding the place.
+        place.clone().hold(outside(async {})).await;
+        assert_eq!(work.free(), 0);
+        drop(place);
+        assert_eq!(work.free(), 1);
+    }
+
+    #[tokio::test]
+    async fn outside_a_request_it_only_awaits() {
+        assert_eq!(outside(async { 7 }).await, 7);
+    }
+}
