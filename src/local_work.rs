@@ -225,54 +225,48 @@ impl Drop for PendingWait {
 mod tests {
     use super::*;
 
-    /// Virtual time (`start_paused`): the waits are exact, not timed.
-    #[tokio::test(start_paused = true)]
+    /// Holds `place` for `for_ms`, then gives it up.
+    fn release_after(place: Arc<Place>, for_ms: u64) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(for_ms)).await;
+            drop(place);
+        })
+    }
+
+    /// A place that frees 40 ms after a request arrives: a burst (waits up
+    /// to the interval) gets it; once a queue has stood (waits only the
+    /// 5 ms target) the request is refused.
+    #[tokio::test]
     async fn a_burst_waits_an_interval_a_standing_queue_only_the_target() {
-        let target = Duration::from_millis(5);
-        let work = LocalWork::new(1, target);
-        let first = work.enter().await.expect("room");
-        let refused_after = || async {
-            let arrived = Instant::now();
-            assert!(work.enter().await.is_none(), "no room");
-            arrived.elapsed()
-        };
-        // A full house, but no queue has stood yet: a burst waits the interval.
-        assert_eq!(refused_after().await, INTERVAL);
+        let work = LocalWork::new(1, Duration::from_millis(5));
+        let held = work.enter().await.expect("room");
+        let release = release_after(held, 40);
+        let burst = work.enter().await;
+        assert!(burst.is_some(), "a burst waits for the place");
+        release.await.unwrap();
         assert!(!work.shedding());
-        // An interval in which every arrival waited past the target: standing.
-        assert_eq!(refused_after().await, INTERVAL);
+
+        // A full house for a whole interval: every arrival waits past the
+        // target, and the queue is standing.
+        let stuck = burst.unwrap();
+        assert!(work.enter().await.is_none());
+        assert!(work.enter().await.is_none());
         assert!(work.shedding());
-        assert_eq!(refused_after().await, target);
+        let release = release_after(stuck, 40);
+        assert!(
+            work.enter().await.is_none(),
+            "a standing queue waits only the target"
+        );
+        release.await.unwrap();
+
         // Room again: admitted at once; an interval later, not standing.
-        drop(first);
-        let again = work.enter().await.expect("room at once");
-        drop(again);
-        tokio::time::advance(INTERVAL).await;
-        let _ = work.enter().await.expect("room");
+        drop(work.enter().await.expect("room at once"));
+        tokio::time::sleep(INTERVAL + Duration::from_millis(10)).await;
+        drop(work.enter().await.expect("room"));
         assert!(
             !work.shedding(),
             "back to normal an interval after the queue drained"
         );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_queue_that_empties_within_the_interval_is_a_burst() {
-        let work = LocalWork::new(1, Duration::from_millis(5));
-        for _ in 0..5 {
-            let held = work.enter().await.unwrap();
-            let release = tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(30)).await;
-                drop(held);
-            });
-            // Waits 30 ms (past the target) for the place, then gets it.
-            let waiting = work.enter().await.expect("the burst is admitted");
-            release.await.unwrap();
-            drop(waiting);
-            // Another admission in the same interval, at once.
-            drop(work.enter().await.unwrap());
-            tokio::time::advance(INTERVAL).await;
-        }
-        assert!(!work.shedding());
     }
 
     #[tokio::test]
