@@ -29,6 +29,8 @@
 //! - `WARDEN_BENCH_BACKENDS=sqlite` (default `sqlite,postgres`);
 //! - `WARDEN_BENCH_ONLY=turn_1,relay`: only these scenarios;
 //! - `WARDEN_BENCH_POSTGRES_URL` (default the test suite's server);
+//! - `WARDEN_BENCH_WARDEN_EXE=/path/to/warden`: load that build of Warden
+//!   instead of this one (an A/B comparison with another commit);
 //! - `WARDEN_BENCH_PROFILE=turn_1`: `perf record` Warden during that
 //!   scenario's 8-connection run, and draw `docs/profile-<scenario>-<db>.svg`;
 //! - `WARDEN_BENCH_SMOKE=1` (`make test`, with the quick mode): fail if
@@ -209,7 +211,11 @@ impl Target<'_> {
 async fn bench() {
     let config = Config::from_env();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let warden_exe = PathBuf::from(env!("CARGO_BIN_EXE_warden"));
+    // Another build of Warden to load instead (an A/B comparison with an
+    // older commit's `target/release/warden`).
+    let warden_exe = std::env::var_os("WARDEN_BENCH_WARDEN_EXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_warden")));
     let work = tempfile::Builder::new()
         .prefix("warden-load-")
         .tempdir()
