@@ -247,7 +247,7 @@ async fn bench() {
     let (overload_high, overload_low) = if config.quick {
         (Duration::from_secs(3), Duration::from_secs(2))
     } else {
-        (Duration::from_secs(10), Duration::from_secs(5))
+        (Duration::from_secs(30), Duration::from_secs(10))
     };
     let baseline = |scenario, pid, spec| Target {
         scenario,
