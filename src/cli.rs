@@ -533,10 +533,11 @@ pub struct ClientLimits {
     pub max_local_work: Option<u32>,
 
     /// How long a new request may wait for a place among those using local
-    /// resources (WARDEN_MAX_LOCAL_WORK) once a queue for them has stood
-    /// for 100 ms, in milliseconds, before it is refused with 503 and
-    /// `Retry-After` (CoDel's target). A queue that empties within 100 ms is
-    /// a burst: its requests may wait up to 100 ms.
+    /// resources (WARDEN_MAX_LOCAL_WORK) while the server sheds load, in
+    /// milliseconds, before it is refused with 503 and `Retry-After`. It
+    /// sheds from the first request that waited 100 ms in vain until 100 ms
+    /// pass without a refusal; otherwise a request may wait up to 100 ms
+    /// (a burst).
     #[arg(long, env = "WARDEN_ADMISSION_WAIT_MS", default_value_t = ClientLimits::DEFAULT.admission_wait_ms)]
     pub admission_wait_ms: u64,
 

@@ -6,14 +6,17 @@
 //! SQLite write gate's), where every request would wait behind all the
 //! others.
 //!
-//! How long a new request may wait for a place follows CoDel (Nichols and
-//! Jacobson's controlled delay): a queue that empties within an interval
-//! (100 ms) is a burst, and arrivals may wait up to the interval for room;
-//! a queue that stood through a whole interval (every request admitted in
-//! it waited longer than the target, `WARDEN_ADMISSION_WAIT_MS`) is
-//! overload, and arrivals then wait only the target before they are
-//! refused. Bursts are absorbed; a standing queue is cut to the target at
-//! once, and the server is back to normal an interval after it drains.
+//! How long a new request may wait for a place follows the idea of CoDel
+//! (Nichols and Jacobson's controlled delay): a queue that drains within an
+//! interval (100 ms) is a burst, and arrivals may wait up to the interval
+//! for room; a queue that did not (a request waited the whole interval and
+//! was refused) is overload, and from then on arrivals wait only the target
+//! (`WARDEN_ADMISSION_WAIT_MS`) before they are refused, until an interval
+//! passes without a refusal. Bursts are absorbed; a standing queue is cut
+//! to the target at once, and the server is back to normal an interval
+//! after the overload ends. (Shedding ends on an interval without refusals
+//! rather than on a short wait: refusing after the target keeps every wait
+//! short, so short waits say nothing about the load.)
 //!
 //! A request holds its place only while it works here. Waiting for someone
 //! else does not count: a call to a host endpoint, to the model or to the
@@ -44,14 +47,10 @@ pub struct LocalWork {
     queue: Mutex<QueueWatch>,
 }
 
-/// What the admissions of the current interval waited.
-#[derive(Debug)]
+/// When a request was last refused for lack of room.
+#[derive(Debug, Default)]
 struct QueueWatch {
-    interval_start: Instant,
-    /// The shortest wait of an admission this interval (`None`: none yet).
-    shortest: Option<Duration>,
-    /// Whether the last interval's queue stood.
-    standing: bool,
+    last_refusal: Option<Instant>,
 }
 
 /// One request's place: held, given up while it waits elsewhere, taken
@@ -80,34 +79,29 @@ impl LocalWork {
         Arc::new(LocalWork {
             places: Arc::new(Semaphore::new(places.max(1))),
             target,
-            queue: Mutex::new(QueueWatch {
-                interval_start: Instant::now(),
-                shortest: None,
-                standing: false,
-            }),
+            queue: Mutex::new(QueueWatch::default()),
         })
     }
 
     /// A place for a new request, waiting at most the interval (a burst) or
-    /// the target (a standing queue); `None` when none freed in time (the
+    /// the target (while shedding); `None` when none freed in time (the
     /// caller refuses the request).
     pub async fn enter(&self) -> Option<Arc<Place>> {
         let permit = match self.places.clone().try_acquire_owned() {
-            Ok(permit) => {
-                self.waited(Duration::ZERO);
-                permit
-            }
+            Ok(permit) => permit,
             Err(_) => {
-                let allowed = if self.watch().standing {
+                let allowed = if self.shedding() {
                     self.target
                 } else {
                     INTERVAL
                 };
-                let arrived = Instant::now();
-                let acquired =
-                    tokio::time::timeout(allowed, self.places.clone().acquire_owned()).await;
-                self.waited(arrived.elapsed());
-                acquired.ok()?.ok()?
+                match tokio::time::timeout(allowed, self.places.clone().acquire_owned()).await {
+                    Ok(Ok(permit)) => permit,
+                    _ => {
+                        self.watch().last_refusal = Some(Instant::now());
+                        return None;
+                    }
+                }
             }
         };
         Some(Arc::new(Place {
@@ -124,22 +118,12 @@ impl LocalWork {
         self.places.available_permits()
     }
 
-    /// Whether the queue stood through the last interval (requests are
-    /// refused after the target).
+    /// Whether a request was refused within the last interval: new
+    /// arrivals then wait only the target.
     pub fn shedding(&self) -> bool {
-        self.watch().standing
-    }
-
-    /// Counts one arrival's wait (admitted or refused) into the interval.
-    fn waited(&self, wait: Duration) {
-        let mut watch = self.watch();
-        let now = Instant::now();
-        if now.duration_since(watch.interval_start) >= INTERVAL {
-            watch.standing = watch.shortest.is_some_and(|s| s > self.target);
-            watch.interval_start = now;
-            watch.shortest = None;
-        }
-        watch.shortest = Some(watch.shortest.map_or(wait, |s| s.min(wait)));
+        self.watch()
+            .last_refusal
+            .is_some_and(|at| at.elapsed() < INTERVAL)
     }
 
     fn watch(&self) -> std::sync::MutexGuard<'_, QueueWatch> {
@@ -234,8 +218,9 @@ mod tests {
     }
 
     /// A place that frees 40 ms after a request arrives: a burst (waits up
-    /// to the interval) gets it; once a queue has stood (waits only the
-    /// 5 ms target) the request is refused.
+    /// to the interval) gets it; while shedding (waits only the 5 ms
+    /// target) the request is refused; an interval without refusals ends
+    /// the shedding.
     #[tokio::test]
     async fn a_burst_waits_an_interval_a_standing_queue_only_the_target() {
         let work = LocalWork::new(1, Duration::from_millis(5));
@@ -246,27 +231,26 @@ mod tests {
         release.await.unwrap();
         assert!(!work.shedding());
 
-        // A full house for a whole interval: every arrival waits past the
-        // target, and the queue is standing.
+        // A queue that does not drain within the interval: refused, and
+        // from then on arrivals wait only the target.
         let stuck = burst.unwrap();
-        assert!(work.enter().await.is_none());
         assert!(work.enter().await.is_none());
         assert!(work.shedding());
         let release = release_after(stuck, 40);
         assert!(
             work.enter().await.is_none(),
-            "a standing queue waits only the target"
+            "while shedding a request waits only the target"
         );
-        release.await.unwrap();
+        let admitted_later = release.await;
+        admitted_later.unwrap();
 
-        // Room again: admitted at once; an interval later, not standing.
-        drop(work.enter().await.expect("room at once"));
+        // An interval without refusals: back to absorbing bursts.
         tokio::time::sleep(INTERVAL + Duration::from_millis(10)).await;
-        drop(work.enter().await.expect("room"));
-        assert!(
-            !work.shedding(),
-            "back to normal an interval after the queue drained"
-        );
+        assert!(!work.shedding());
+        let held = work.enter().await.expect("room at once");
+        let release = release_after(held, 40);
+        assert!(work.enter().await.is_some(), "a burst is absorbed again");
+        release.await.unwrap();
     }
 
     #[tokio::test]
