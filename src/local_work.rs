@@ -6,17 +6,18 @@
 //! SQLite write gate's), where every request would wait behind all the
 //! others.
 //!
-//! How long a new request may wait for a place follows the idea of CoDel
-//! (Nichols and Jacobson's controlled delay): a queue that drains within an
-//! interval (100 ms) is a burst, and arrivals may wait up to the interval
-//! for room; a queue that did not (a request waited the whole interval and
-//! was refused) is overload, and from then on arrivals wait only the target
-//! (`WARDEN_ADMISSION_WAIT_MS`) before they are refused, until an interval
-//! passes without a refusal. Bursts are absorbed; a standing queue is cut
-//! to the target at once, and the server is back to normal an interval
-//! after the overload ends. (Shedding ends on an interval without refusals
-//! rather than on a short wait: refusing after the target keeps every wait
-//! short, so short waits say nothing about the load.)
+//! How long a new request may wait for a place follows CoDel (Nichols and
+//! Jacobson's controlled delay): a queue that drains within an interval
+//! (100 ms) is a burst, and arrivals may wait up to the interval for room.
+//! A queue that stands is overload: an interval in which every admitted
+//! request waited longer than the target (`WARDEN_ADMISSION_WAIT_MS`), or a
+//! request that waited the whole interval in vain. Then arrivals wait only
+//! the target before they are refused, until an interval passes without a
+//! refusal and with a short wait. Bursts are absorbed; a standing queue is
+//! cut to the target at once, and the server is back to normal an interval
+//! after the overload ends. (Refusals keep the shedding on by themselves:
+//! refusing after the target keeps every admitted wait short, so short
+//! waits alone say nothing about the load.)
 //!
 //! A request holds its place only while it works here. Waiting for someone
 //! else does not count: a call to a host endpoint, to the model or to the
@@ -47,9 +48,15 @@ pub struct LocalWork {
     queue: Mutex<QueueWatch>,
 }
 
-/// When a request was last refused for lack of room.
-#[derive(Debug, Default)]
+/// What the admissions of the current interval waited, and the last
+/// refusal.
+#[derive(Debug)]
 struct QueueWatch {
+    interval_start: Instant,
+    /// The shortest wait of an admission this interval (`None`: none yet).
+    shortest: Option<Duration>,
+    /// Whether every admission of the last interval waited past the target.
+    standing: bool,
     last_refusal: Option<Instant>,
 }
 
@@ -79,7 +86,12 @@ impl LocalWork {
         Arc::new(LocalWork {
             places: Arc::new(Semaphore::new(places.max(1))),
             target,
-            queue: Mutex::new(QueueWatch::default()),
+            queue: Mutex::new(QueueWatch {
+                interval_start: Instant::now(),
+                shortest: None,
+                standing: false,
+                last_refusal: None,
+            }),
         })
     }
 
@@ -88,15 +100,22 @@ impl LocalWork {
     /// caller refuses the request).
     pub async fn enter(&self) -> Option<Arc<Place>> {
         let permit = match self.places.clone().try_acquire_owned() {
-            Ok(permit) => permit,
+            Ok(permit) => {
+                self.admitted_after(Duration::ZERO);
+                permit
+            }
             Err(_) => {
                 let allowed = if self.shedding() {
                     self.target
                 } else {
                     INTERVAL
                 };
+                let arrived = Instant::now();
                 match tokio::time::timeout(allowed, self.places.clone().acquire_owned()).await {
-                    Ok(Ok(permit)) => permit,
+                    Ok(Ok(permit)) => {
+                        self.admitted_after(arrived.elapsed());
+                        permit
+                    }
                     _ => {
                         self.watch().last_refusal = Some(Instant::now());
                         return None;
@@ -118,12 +137,28 @@ impl LocalWork {
         self.places.available_permits()
     }
 
-    /// Whether a request was refused within the last interval: new
-    /// arrivals then wait only the target.
+    /// Whether the queue stood through the last interval or a request was
+    /// refused within it: new arrivals then wait only the target.
     pub fn shedding(&self) -> bool {
-        self.watch()
-            .last_refusal
-            .is_some_and(|at| at.elapsed() < INTERVAL)
+        let watch = self.watch();
+        watch.standing || watch.last_refusal.is_some_and(|at| at.elapsed() < INTERVAL)
+    }
+
+    /// Counts one admission's wait into the interval, closing the interval
+    /// when it is over.
+    fn admitted_after(&self, wait: Duration) {
+        let mut watch = self.watch();
+        let now = Instant::now();
+        let since = now.duration_since(watch.interval_start);
+        if since >= INTERVAL {
+            // An interval with no admission at all, or one long past, says
+            // nothing of the queue now.
+            watch.standing =
+                since < 2 * INTERVAL && watch.shortest.is_some_and(|s| s > self.target);
+            watch.interval_start = now;
+            watch.shortest = None;
+        }
+        watch.shortest = Some(watch.shortest.map_or(wait, |s| s.min(wait)));
     }
 
     fn watch(&self) -> std::sync::MutexGuard<'_, QueueWatch> {
@@ -250,6 +285,26 @@ mod tests {
         let held = work.enter().await.expect("room at once");
         let release = release_after(held, 40);
         assert!(work.enter().await.is_some(), "a burst is absorbed again");
+        release.await.unwrap();
+    }
+
+    /// Every admission waits 30 ms (under the burst wait, past the 5 ms
+    /// target) for an interval: the queue is standing, and sheds.
+    #[tokio::test]
+    async fn a_queue_that_stands_through_an_interval_sheds() {
+        let work = LocalWork::new(1, Duration::from_millis(5));
+        let mut held = work.enter().await.unwrap();
+        for _ in 0..12 {
+            if work.shedding() {
+                break;
+            }
+            let release = release_after(held, 30);
+            held = work.enter().await.expect("admitted within the burst wait");
+            release.await.unwrap();
+        }
+        assert!(work.shedding(), "a standing queue");
+        let release = release_after(held, 30);
+        assert!(work.enter().await.is_none(), "only the target now");
         release.await.unwrap();
     }
 
