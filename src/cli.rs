@@ -535,9 +535,10 @@ pub struct ClientLimits {
     /// How long a new request may wait for a place among those using local
     /// resources (WARDEN_MAX_LOCAL_WORK) while the server sheds load, in
     /// milliseconds, before it is refused with 503 and `Retry-After`. It
-    /// sheds from the first request that waited 100 ms in vain until 100 ms
-    /// pass without a refusal; otherwise a request may wait up to 100 ms
-    /// (a burst).
+    /// sheds once a queue stands (every admission of a 100 ms interval
+    /// waited longer than this, or a request waited 100 ms in vain) until
+    /// 100 ms pass without a refusal; otherwise a request may wait up to
+    /// 100 ms (a burst).
     #[arg(long, env = "WARDEN_ADMISSION_WAIT_MS", default_value_t = ClientLimits::DEFAULT.admission_wait_ms)]
     pub admission_wait_ms: u64,
 
