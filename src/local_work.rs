@@ -252,7 +252,7 @@ mod tests {
         })
     }
 
-    /// A place that frees 40 ms after a request arrives: a burst (waits up
+    /// A place that frees 20 ms after a request arrives: a burst (waits up
     /// to the interval) gets it; while shedding (waits only the 5 ms
     /// target) the request is refused; an interval without refusals ends
     /// the shedding.
@@ -260,7 +260,7 @@ mod tests {
     async fn a_burst_waits_an_interval_a_standing_queue_only_the_target() {
         let work = LocalWork::new(1, Duration::from_millis(5));
         let held = work.enter().await.expect("room");
-        let release = release_after(held, 40);
+        let release = release_after(held, 20);
         let burst = work.enter().await;
         assert!(burst.is_some(), "a burst waits for the place");
         release.await.unwrap();
@@ -271,7 +271,7 @@ mod tests {
         let stuck = burst.unwrap();
         assert!(work.enter().await.is_none());
         assert!(work.shedding());
-        let release = release_after(stuck, 40);
+        let release = release_after(stuck, 20);
         assert!(
             work.enter().await.is_none(),
             "while shedding a request waits only the target"
@@ -283,27 +283,27 @@ mod tests {
         tokio::time::sleep(INTERVAL + Duration::from_millis(10)).await;
         assert!(!work.shedding());
         let held = work.enter().await.expect("room at once");
-        let release = release_after(held, 40);
+        let release = release_after(held, 20);
         assert!(work.enter().await.is_some(), "a burst is absorbed again");
         release.await.unwrap();
     }
 
-    /// Every admission waits 30 ms (under the burst wait, past the 5 ms
+    /// Every admission waits 20 ms (under the burst wait, past the 5 ms
     /// target) for an interval: the queue is standing, and sheds.
     #[tokio::test]
     async fn a_queue_that_stands_through_an_interval_sheds() {
         let work = LocalWork::new(1, Duration::from_millis(5));
         let mut held = work.enter().await.unwrap();
-        for _ in 0..12 {
+        for _ in 0..20 {
             if work.shedding() {
                 break;
             }
-            let release = release_after(held, 30);
+            let release = release_after(held, 20);
             held = work.enter().await.expect("admitted within the burst wait");
             release.await.unwrap();
         }
         assert!(work.shedding(), "a standing queue");
-        let release = release_after(held, 30);
+        let release = release_after(held, 20);
         assert!(work.enter().await.is_none(), "only the target now");
         release.await.unwrap();
     }
