@@ -132,8 +132,9 @@ impl LocalWork {
         }))
     }
 
-    /// Places free now (for tests and figures).
-    pub fn free(&self) -> usize {
+    /// Places free now.
+    #[cfg(test)]
+    fn free(&self) -> usize {
         self.places.available_permits()
     }
 

@@ -35,7 +35,19 @@ pub struct RequestSpec {
 pub const ORDER: &str = "A-1001";
 
 impl RequestSpec {
-    pub fn body_now(&self) -> Option<String> {
+    /// The request, ready to send with `client`.
+    pub fn request(&self, client: &reqwest::Client) -> reqwest::RequestBuilder {
+        let mut request = client.request(self.method.parse().unwrap(), &self.url);
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        if let Some(body) = self.body_now() {
+            request = request.body(body);
+        }
+        request
+    }
+
+    fn body_now(&self) -> Option<String> {
         let body = self.body.as_ref()?;
         Some(if self.vary_order {
             let n: u32 = rand::Rng::gen_range(&mut rand::thread_rng(), 0..10_000);
@@ -184,14 +196,7 @@ pub async fn open_loop(spec: &RequestSpec, rate: f64, duration: Duration) -> Mea
 }
 
 async fn send(client: &reqwest::Client, spec: &RequestSpec) -> bool {
-    let mut request = client.request(spec.method.parse().unwrap(), &spec.url);
-    for (name, value) in &spec.headers {
-        request = request.header(name, value);
-    }
-    if let Some(body) = spec.body_now() {
-        request = request.body(body);
-    }
-    match request.send().await {
+    match spec.request(client).send().await {
         Ok(r) => {
             let ok = r.status().is_success();
             r.bytes().await.is_ok() && ok

@@ -238,14 +238,7 @@ pub async fn run(
 }
 
 async fn send(client: &reqwest::Client, spec: &RequestSpec) -> Outcome {
-    let mut request = client.request(spec.method.parse().unwrap(), &spec.url);
-    for (name, value) in &spec.headers {
-        request = request.header(name, value);
-    }
-    if let Some(body) = spec.body_now() {
-        request = request.body(body);
-    }
-    match request.send().await {
+    match spec.request(client).send().await {
         Ok(r) => {
             let status = r.status().as_u16();
             let retry_after = r.headers().contains_key("retry-after");

@@ -20,7 +20,7 @@ use warden::cli::{AdminCommand, KeyCommand, McpArgs, McpCommand};
 pub const MODERN: &str = "2026-07-28";
 
 /// `_meta` of a 2026-07-28 request.
-fn meta() -> Value {
+pub fn meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},

@@ -38,6 +38,30 @@ pub(crate) async fn keyed_cli(db: &TestDb, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The account `forms` and a prompt integration of the test manifest,
+/// through the real CLI: the integration's id and challenge action.
+pub(crate) async fn forms_integration(db: &TestDb) -> (String, String) {
+    let scratch = tempfile::tempdir().unwrap();
+    let manifest_file = scratch.path().join("manifest.json");
+    std::fs::write(&manifest_file, manifest().to_string()).unwrap();
+    keyed_cli(db, &["admin", "account", "create", "forms"]).await;
+    let bundle = keyed_cli(
+        db,
+        &[
+            "admin",
+            "prompt-integration",
+            "create",
+            "--account",
+            "forms",
+            "--manifest",
+            manifest_file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let field = |name: &str| bundle[name].as_str().unwrap().to_owned();
+    (field("id"), field("challenge_action"))
+}
+
 /// Where the server's metrics listener listens, from its start-up log.
 pub(crate) fn metrics_address(server: &ServerProcess) -> String {
     server
@@ -55,16 +79,21 @@ pub(crate) fn metrics_address(server: &ServerProcess) -> String {
         .expect("the server logs where its metrics listener is")
 }
 
-/// The sum of every sample of `family` in one scrape of the metrics
-/// listener at `metrics` (0 when the family has no sample yet), and the
-/// scrape's lines of that family.
-pub(crate) async fn scraped(metrics: &str, family: &str) -> (f64, Vec<String>) {
-    let scrape = reqwest::get(format!("http://{metrics}/metrics"))
+/// One scrape of the metrics listener at `metrics`, as text.
+async fn scrape(metrics: &str) -> String {
+    reqwest::get(format!("http://{metrics}/metrics"))
         .await
         .unwrap()
         .text()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The sum of every sample of `family` in one scrape of the metrics
+/// listener at `metrics` (0 when the family has no sample yet), and the
+/// scrape's lines of that family.
+pub(crate) async fn scraped(metrics: &str, family: &str) -> (f64, Vec<String>) {
+    let scrape = scrape(metrics).await;
     let lines: Vec<String> = scrape
         .lines()
         .filter(|l| {
@@ -114,25 +143,7 @@ async fn a_real_prometheus_sees_every_family_move_through_a_workload(backend: Ba
         ],
     )
     .await;
-    let scratch = tempfile::tempdir().unwrap();
-    let manifest_file = scratch.path().join("manifest.json");
-    std::fs::write(&manifest_file, manifest().to_string()).unwrap();
-    keyed_cli(&db, &["admin", "account", "create", "forms"]).await;
-    let bundle = keyed_cli(
-        &db,
-        &[
-            "admin",
-            "prompt-integration",
-            "create",
-            "--account",
-            "forms",
-            "--manifest",
-            manifest_file.to_str().unwrap(),
-        ],
-    )
-    .await;
-    let integration = bundle["id"].as_str().unwrap().to_owned();
-    let action = bundle["challenge_action"].as_str().unwrap().to_owned();
+    let (integration, action) = forms_integration(&db).await;
 
     let endpoint = FakeEndpoint::start(|request: Received| async move {
         match request.uri.path() {
@@ -483,12 +494,7 @@ async fn a_real_prometheus_sees_every_family_move_through_a_workload(backend: Ba
     );
 
     // No label names an account, a capability or a path.
-    let scrape = reqwest::get(format!("http://{metrics}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let scrape = scrape(&metrics).await;
     for leak in [
         ids[0].as_str(),
         "order_status",
@@ -533,11 +539,7 @@ async fn client_for_mcp(
     tool: &str,
     arguments: Value,
 ) -> reqwest::Response {
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": crate::mcp::MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "warden-metrics-test", "version": "1"},
-    });
+    let meta = crate::mcp::meta();
     reqwest::Client::new()
         .post(format!("{address}/v1/mcp"))
         .bearer_auth(key)

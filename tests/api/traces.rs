@@ -24,9 +24,9 @@ use crate::helpers::fake_verifier::{self, FakeVerifier, mint};
 use crate::helpers::fixtures::{CREDENTIAL, new_key};
 use crate::helpers::shop::order_status;
 use crate::helpers::*;
-use crate::metrics::{keyed_cli, metrics_address, scraped};
+use crate::metrics::{forms_integration, metrics_address, scraped};
 use crate::platform_durability::{APP_SECRET, TOKEN, delivery, platform_env, register_number};
-use crate::prompt_integrations::{GOOD_OUTPUT, HOST, ORIGIN, manifest, topic};
+use crate::prompt_integrations::{GOOD_OUTPUT, HOST, ORIGIN, topic};
 use crate::signing::verify_with_httpsig;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
@@ -470,25 +470,7 @@ async fn a_platform_turn_is_its_own_trace_linked_to_the_delivery_that_queued_it(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_execution_carries_its_trace_to_the_verifier_and_the_model() {
     let db = TestDb::new(Backend::Sqlite).await;
-    let scratch = tempfile::tempdir().unwrap();
-    let manifest_file = scratch.path().join("manifest.json");
-    std::fs::write(&manifest_file, manifest().to_string()).unwrap();
-    keyed_cli(&db, &["admin", "account", "create", "forms"]).await;
-    let bundle = keyed_cli(
-        &db,
-        &[
-            "admin",
-            "prompt-integration",
-            "create",
-            "--account",
-            "forms",
-            "--manifest",
-            manifest_file.to_str().unwrap(),
-        ],
-    )
-    .await;
-    let integration = bundle["id"].as_str().unwrap();
-    let action = bundle["challenge_action"].as_str().unwrap();
+    let (integration, action) = forms_integration(&db).await;
     let receiver = Receiver::start().await;
     let model = FakeInference::start(vec![FakeReply::text(GOOD_OUTPUT)]).await;
     let verifier = FakeVerifier::start().await;
@@ -501,7 +483,7 @@ async fn a_prompt_execution_carries_its_trace_to_the_verifier_and_the_model() {
     let server = ServerProcess::start(&db, &env).await;
 
     let (trace_id, caller_span) = caller_context();
-    let token = mint(HOST, action, true);
+    let token = mint(HOST, &action, true);
     let response = reqwest::Client::new()
         .post(format!(
             "{}/v1/prompt-integrations/{integration}/execute",
