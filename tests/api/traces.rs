@@ -352,6 +352,18 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
         "no log line of the request carries the trace: {logs:?}"
     );
 
+    // Log lines stay logs: none is copied into a span as an event (a
+    // line's fields are judged by the log filter, not exported).
+    let with_events: Vec<(&str, usize)> = spans
+        .iter()
+        .filter(|s| !s.events.is_empty())
+        .map(|s| (s.name.as_str(), s.events.len()))
+        .collect();
+    assert!(
+        with_events.is_empty(),
+        "spans with log events: {with_events:?}"
+    );
+
     // The privacy sweep: every byte exported, raw and decoded.
     let exported = receiver.exported_text();
     let mut leaks = Vec::new();
