@@ -229,6 +229,7 @@ impl PolicySandbox {
         let count = questions.len();
         let span = crate::trace_context::span(|| {
             tracing::info_span!(
+                target: crate::trace_context::TARGET,
                 "guest",
                 otel.name = "match-pattern",
                 warden.guest.export = "match-pattern"
@@ -408,9 +409,9 @@ async fn run_blocking<T: GuestAnswer + Send + 'static>(
     export: &'static str,
     call: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
 ) -> Result<T, SandboxError> {
-    let span = crate::trace_context::span(|| {
-        tracing::info_span!("guest", otel.name = export, warden.guest.export = export)
-    });
+    let span = crate::trace_context::span(
+        || tracing::info_span!(target: crate::trace_context::TARGET, "guest", otel.name = export, warden.guest.export = export),
+    );
     let started = Instant::now();
     let answer = tokio::task::spawn_blocking(move || span.in_scope(call))
         .await

@@ -24,6 +24,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::fmt::format::{Format, Json, JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent};
 use tracing_subscriber::layer::Filter;
@@ -115,7 +116,7 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
             .with_writer(std::io::stderr)
             .with_target(true)
             .with_ansi(std::io::stderr().is_terminal())
-            .with_filter(filter)
+            .with_filter(filter.and(NoTraceOnlySpans))
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
@@ -123,7 +124,7 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
             .with_current_span(true)
             .with_writer(std::io::stderr)
             .map_event_format(WithTraceIds)
-            .with_filter(filter)
+            .with_filter(filter.and(NoTraceOnlySpans))
             .boxed(),
     };
     let (provider, spans) = match traces {
@@ -240,6 +241,43 @@ impl<S> Filter<S> for OwnSpans {
 
     fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
         Some(tracing::level_filters::LevelFilter::INFO)
+    }
+}
+
+/// What the log layer leaves out, whatever `WARDEN_LOG` says: the spans
+/// made for the trace alone (`trace_context::TARGET`). Decided once per
+/// callsite, like [`OwnSpans`].
+struct NoTraceOnlySpans;
+
+impl NoTraceOnlySpans {
+    fn wants(meta: &tracing::Metadata<'_>) -> bool {
+        !(meta.is_span() && meta.target() == crate::trace_context::TARGET)
+    }
+}
+
+impl<S> Filter<S> for NoTraceOnlySpans {
+    fn enabled(
+        &self,
+        meta: &tracing::Metadata<'_>,
+        _: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        Self::wants(meta)
+    }
+
+    fn callsite_enabled(
+        &self,
+        meta: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if Self::wants(meta) {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        // No limit of its own: the log filter's hint stands.
+        Some(tracing::level_filters::LevelFilter::TRACE)
     }
 }
 

@@ -26,6 +26,12 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
+/// The target of the spans made for the trace alone (by [`span`], with
+/// `target: TARGET`). The log layer leaves them out (`telemetry`): logs read
+/// the same with tracing on or off, and a turn does not pay to format the
+/// fields of spans no log line shows.
+pub const TARGET: &str = "warden::trace";
+
 /// The span `make` builds when tracing is on, else a disabled span: with
 /// tracing off the layers' spans cost nothing and the logs are as before.
 #[inline]

@@ -16,7 +16,8 @@
 //! (`POST /v1/mcp`, at 1 and 8 connections), a message turn that calls
 //! `order_status` (a new conversation each time) with 1, 100 and 1,000
 //! capabilities registered, and a 5-turn conversation; the same turn on a
-//! second server with metrics and tracing on (`observed.rs`); the contract test
+//! pair of servers, one with metrics and tracing on and one without, in
+//! alternating slices (`observed.rs`); the contract test
 //! and the turn past capacity, at twice what 8 connections sustained
 //! (`overload.rs`, scenario `past_capacity`). CPU per request and
 //! peak RSS come from /proc of the process under load. It writes the table
@@ -145,18 +146,23 @@ struct Target<'a> {
 
 impl Target<'_> {
     async fn measure(&self, mode: Mode) -> Row {
+        self.measure_for(mode, self.config.run).await
+    }
+
+    /// One run of `run`'s length.
+    async fn measure_for(&self, mode: Mode, run: Duration) -> Row {
         procs::reset_peak_rss(self.pid);
         let cpu_before = procs::cpu(self.pid);
         let m: Measured = match mode {
             Mode::Closed(connections) => {
-                let (spec, run, work) = (self.spec.clone(), self.config.run, self.work.to_owned());
+                let (spec, work) = (self.spec.clone(), self.work.to_owned());
                 tokio::task::spawn_blocking(move || {
                     load::closed_loop(&spec, connections, run, &work)
                 })
                 .await
                 .unwrap()
             }
-            Mode::Open(rate) => load::open_loop(&self.spec, rate as f64, self.config.run).await,
+            Mode::Open(rate) => load::open_loop(&self.spec, rate as f64, run).await,
         };
         let cpu = procs::cpu(self.pid) - cpu_before;
         let row = Row {
@@ -426,19 +432,18 @@ async fn bench() {
             }
         }
         if config.wants("turn_1_observed") {
-            let observed = observed::start(&warden_exe, &database.url, work, backend).await;
-            let mut spec = turn_spec.clone();
-            spec.url = format!("{}/v1/channels/http/messages", observed.base);
-            Target {
-                scenario: "turn_1_observed",
-                backend,
-                pid: observed.warden.pid(),
-                spec,
-                config: &config,
-                work,
-            }
-            .sweep(&config.few_connections, false, &mut rows)
-            .await;
+            rows.extend(
+                observed::paired(
+                    &warden_exe,
+                    &database.url,
+                    work,
+                    backend,
+                    &turn_spec,
+                    &config,
+                    &config.few_connections,
+                )
+                .await,
+            );
         }
         if config.wants("conversation_5") {
             rows.extend(conversation::sweep(&config, &base, &key, warden.pid(), backend).await);

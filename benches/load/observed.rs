@@ -1,49 +1,175 @@
 //! What watching Warden costs (issue 26): in the same run, on the same
-//! database, right after `turn_1`, a second `warden serve` with both
-//! metrics (`WARDEN_METRICS_LISTEN`, scraped every second as Prometheus
-//! would) and tracing on (OTLP/HTTP to a local collector, `role otlp`,
-//! every span sampled) takes the same turn at the same loads:
-//! `turn_1_observed`. The report compares its CPU per turn with `turn_1`'s.
+//! database, right after `turn_1`, two more `warden serve` of the same
+//! build take the same turn, side by side: one with nothing on
+//! (`turn_1_unobserved`) and one with both metrics (`WARDEN_METRICS_LISTEN`,
+//! scraped every second as Prometheus would) and tracing on (OTLP/HTTP to a
+//! local collector, `role otlp`, every span sampled): `turn_1_observed`.
+//!
+//! The two are loaded in alternating slices (A B B A …) at each connection
+//! level and each row adds up its slices, so that what drifts during a run
+//! (the database growing by every turn, the machine's other load) falls on
+//! both alike: two servers measured one after the other differed by more
+//! than the 5 % being judged. The report compares their CPU per turn.
 
 use std::path::Path;
 use std::time::Duration;
 
+use crate::load::{Measured, RequestSpec};
 use crate::procs::{self, Proc};
+use crate::report::{Mode, Row};
+use crate::{Config, Target, profile};
 
-/// The observed server and what feeds on it; dropped, all stop.
-pub struct Observed {
-    pub warden: Proc,
-    pub base: String,
-    _collector: Proc,
-    scraper: tokio::task::JoinHandle<()>,
+/// Slices per server and connection level (the quick mode's two: one each way).
+fn rounds(config: &Config) -> usize {
+    if config.quick { 2 } else { 4 }
 }
 
-impl Drop for Observed {
+/// A server of the pair and what feeds on it; dropped, all stop.
+struct Server {
+    warden: Proc,
+    base: String,
+    _collector: Option<Proc>,
+    scraper: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Server {
     fn drop(&mut self) {
-        self.scraper.abort();
+        if let Some(scraper) = &self.scraper {
+            scraper.abort();
+        }
     }
 }
 
-pub async fn start(exe: &Path, database_url: &str, work: &Path, backend: &str) -> Observed {
-    let (collector, collector_port) = Proc::role("otlp", &["otlp"]);
+/// `turn_1_unobserved` and `turn_1_observed` rows at each of `levels`.
+pub async fn paired(
+    exe: &Path,
+    database_url: &str,
+    work: &Path,
+    backend: &'static str,
+    turn: &RequestSpec,
+    config: &Config,
+    levels: &[usize],
+) -> Vec<Row> {
+    let plain = start(exe, database_url, work, backend, false).await;
+    let observed = start(exe, database_url, work, backend, true).await;
+    let target = |scenario, server: &Server| {
+        let mut spec = turn.clone();
+        spec.url = format!("{}/v1/channels/http/messages", server.base);
+        Target {
+            scenario,
+            backend,
+            pid: server.warden.pid(),
+            spec,
+            config,
+            work,
+        }
+    };
+    let pair = [
+        target("turn_1_unobserved", &plain),
+        target("turn_1_observed", &observed),
+    ];
+    for server in &pair {
+        server.warm_up().await;
+    }
+    // wrk counts whole seconds; two slices of each fill about one run.
+    let slice = Duration::from_secs((config.run.as_secs() / 2).max(2));
+    let mut rows = Vec::new();
+    for &connections in levels {
+        let mut slices: [Vec<Row>; 2] = [Vec::new(), Vec::new()];
+        for round in 0..rounds(config) {
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for which in order {
+                let server = &pair[which];
+                let profiled = round == 0
+                    && connections == 8
+                    && config.profile.as_deref() == Some(server.scenario);
+                let recording =
+                    profiled.then(|| profile::Recording::start(server.pid, slice, work));
+                slices[which].push(server.measure_for(Mode::Closed(connections), slice).await);
+                if let Some(recording) = recording {
+                    recording.finish(
+                        &std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+                        &format!("{}-{backend}", server.scenario),
+                    );
+                }
+            }
+        }
+        for (server, slices) in pair.iter().zip(&slices) {
+            let row = sum(server.scenario, backend, Mode::Closed(connections), slices);
+            println!(
+                "{} (sum of {} alternating slices)",
+                crate::report::line(&row),
+                slices.len()
+            );
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+/// One row for several slices of the same load: counts and CPU added up,
+/// latencies the median slice's (a slice's percentiles cannot be merged).
+fn sum(scenario: &'static str, backend: &'static str, mode: Mode, slices: &[Row]) -> Row {
+    let ok: u64 = slices.iter().map(|r| r.m.ok).sum();
+    let seconds: f64 = slices
+        .iter()
+        .map(|r| r.m.ok as f64 / r.m.throughput.max(f64::MIN_POSITIVE))
+        .sum();
+    let cpu_us: f64 = slices
+        .iter()
+        .map(|r| r.cpu_us_per_request * r.m.ok.max(1) as f64)
+        .sum();
+    let median = |pick: fn(&Row) -> f64| {
+        let mut values: Vec<f64> = slices.iter().map(pick).collect();
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    Row {
+        scenario,
+        backend,
+        mode,
+        m: Measured {
+            throughput: ok as f64 / seconds.max(f64::MIN_POSITIVE),
+            p50_ms: median(|r| r.m.p50_ms),
+            p99_ms: median(|r| r.m.p99_ms),
+            p999_ms: median(|r| r.m.p999_ms),
+            ok,
+            errors: slices.iter().map(|r| r.m.errors).sum(),
+        },
+        cpu_us_per_request: cpu_us / ok.max(1) as f64,
+        peak_rss_mib: slices.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max),
+    }
+}
+
+/// A server of the pair: `watched` turns metrics and tracing on.
+async fn start(
+    exe: &Path,
+    database_url: &str,
+    work: &Path,
+    backend: &str,
+    watched: bool,
+) -> Server {
     let port = procs::free_port();
-    let metrics_port = procs::free_port();
-    let log = work.join(format!("warden-{backend}-observed.log"));
-    let mut warden = Proc::warden_with(
-        exe,
-        port,
-        database_url,
-        work,
-        &log,
-        &[
+    let name = if watched { "observed" } else { "unobserved" };
+    let log = work.join(format!("warden-{backend}-{name}.log"));
+    let mut extra = Vec::new();
+    let mut collector = None;
+    let mut metrics = None;
+    if watched {
+        let (otlp, collector_port) = Proc::role("otlp", &["otlp"]);
+        collector = Some(otlp);
+        let metrics_port = procs::free_port();
+        metrics = Some(format!("http://127.0.0.1:{metrics_port}/metrics"));
+        extra = vec![
             ("WARDEN_METRICS_LISTEN", format!("127.0.0.1:{metrics_port}")),
             (
                 "OTEL_EXPORTER_OTLP_ENDPOINT",
                 format!("http://127.0.0.1:{collector_port}"),
             ),
             ("OTEL_TRACES_SAMPLER", "always_on".to_owned()),
-        ],
-    );
+        ];
+    }
+    let mut warden = Proc::warden_with(exe, port, database_url, work, &log, &extra);
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
     procs::wait_ready(
@@ -53,17 +179,18 @@ pub async fn start(exe: &Path, database_url: &str, work: &Path, backend: &str) -
         Duration::from_secs(180),
     )
     .await;
-    let metrics = format!("http://127.0.0.1:{metrics_port}/metrics");
-    let scraper = tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            every.tick().await;
-            if let Ok(response) = client.get(&metrics).send().await {
-                let _ = response.bytes().await;
+    let scraper = metrics.map(|metrics| {
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                every.tick().await;
+                if let Ok(response) = client.get(&metrics).send().await {
+                    let _ = response.bytes().await;
+                }
             }
-        }
+        })
     });
-    Observed {
+    Server {
         warden,
         base,
         _collector: collector,

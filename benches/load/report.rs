@@ -180,7 +180,7 @@ pub fn markdown(
         }
         // Issue 26: metrics and tracing on cost at most 5 % CPU per turn.
         if let (Some(plain), Some(observed)) = (
-            find(rows, "turn_1", backend, c8),
+            find(rows, "turn_1_unobserved", backend, c8),
             find(rows, "turn_1_observed", backend, c8),
         ) {
             let extra = observed.cpu_us_per_request / plain.cpu_us_per_request - 1.0;

@@ -136,6 +136,7 @@ impl Executor {
     pub async fn call(&self, call: Call<'_>) -> CallReport {
         let span = crate::trace_context::span(|| {
             tracing::info_span!(
+                target: crate::trace_context::TARGET,
                 "execute_tool",
                 otel.name = tracing::field::Empty,
                 gen_ai.operation.name = "execute_tool",

@@ -93,6 +93,7 @@ impl HttpCaller {
     pub async fn exchange(&self, exchange: Exchange<'_>) -> Result<serde_json::Value, CallFailure> {
         let span = crate::trace_context::span(|| {
             tracing::info_span!(
+                target: crate::trace_context::TARGET,
                 "http_client",
                 otel.name = exchange.method.as_str(),
                 otel.kind = "client",

@@ -104,6 +104,7 @@ impl Worker {
         // the webhook request that queued the message.
         let span = crate::trace_context::span(|| {
             tracing::info_span!(
+                target: crate::trace_context::TARGET,
                 parent: None,
                 "platform_message",
                 otel.name = "process platform_message",

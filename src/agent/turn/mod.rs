@@ -115,6 +115,7 @@ impl Engine {
     ) -> Result<MessageResponse, TurnError> {
         let span = crate::trace_context::span(|| {
             tracing::info_span!(
+                target: crate::trace_context::TARGET,
                 "invoke_agent",
                 otel.name = "invoke_agent",
                 gen_ai.operation.name = "invoke_agent",

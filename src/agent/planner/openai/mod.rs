@@ -205,6 +205,7 @@ impl OpenAiPlanner {
     ) -> Result<AssistantMessage, CallError> {
         let span = crate::trace_context::span(|| {
             tracing::info_span!(
+                target: crate::trace_context::TARGET,
                 "chat",
                 otel.name = tracing::field::Empty,
                 otel.kind = "client",
