@@ -227,28 +227,21 @@ impl PolicySandbox {
     ) -> Vec<PatternVerdict> {
         let (sandbox, scope, memo) = (self.sandbox.clone(), scope(account), self.memo.clone());
         let count = questions.len();
-        let span = crate::trace_context::span(|| {
-            tracing::info_span!(
-                target: crate::trace_context::TARGET,
-                "guest",
-                otel.name = "match-pattern",
-                warden.guest.export = "match-pattern"
-            )
-        });
+        let span = guest_span("match-pattern");
         let started = Instant::now();
-        let verdicts = tokio::task::spawn_blocking(move || {
-            span.in_scope(|| answer_batch(&sandbox, &scope, &memo, questions))
-        })
-        .await
-        .unwrap_or_else(|join| {
-            (0..count)
-                .map(|_| {
-                    Err(SandboxError::Unavailable(format!(
-                        "sandbox call panicked: {join}"
-                    )))
-                })
-                .collect()
-        });
+        let verdicts =
+            tokio::task::spawn_blocking(move || answer_batch(&sandbox, &scope, &memo, questions))
+                .await
+                .unwrap_or_else(|join| {
+                    (0..count)
+                        .map(|_| {
+                            Err(SandboxError::Unavailable(format!(
+                                "sandbox call panicked: {join}"
+                            )))
+                        })
+                        .collect()
+                });
+        drop(span);
         // One batch, one observation: its worst verdict.
         let outcome = verdicts
             .iter()
@@ -409,17 +402,16 @@ async fn run_blocking<T: GuestAnswer + Send + 'static>(
     export: &'static str,
     call: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
 ) -> Result<T, SandboxError> {
-    let span = crate::trace_context::span(
-        || tracing::info_span!(target: crate::trace_context::TARGET, "guest", otel.name = export, warden.guest.export = export),
-    );
+    let span = guest_span(export);
     let started = Instant::now();
-    let answer = tokio::task::spawn_blocking(move || span.in_scope(call))
+    let answer = tokio::task::spawn_blocking(call)
         .await
         .unwrap_or_else(|join| {
             Err(SandboxError::Unavailable(format!(
                 "sandbox call panicked: {join}"
             )))
         });
+    drop(span);
     let outcome = match &answer {
         Ok(answer) if answer.refused() => "refused",
         Ok(_) => "ok",
@@ -427,6 +419,16 @@ async fn run_blocking<T: GuestAnswer + Send + 'static>(
     };
     crate::metrics::guest_call(export, outcome, started.elapsed());
     answer
+}
+
+/// The span of one guest call, named by its export: a leaf of the trace.
+fn guest_span(export: &'static str) -> crate::trace_context::Leaf {
+    crate::trace_context::Leaf::start(opentelemetry::trace::SpanKind::Internal, || {
+        (
+            export.into(),
+            vec![opentelemetry::KeyValue::new("warden.guest.export", export)],
+        )
+    })
 }
 
 /// A guest fault as the guest-call metric's outcome.

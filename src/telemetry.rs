@@ -127,12 +127,12 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
             .with_filter(filter.and(NoTraceOnlySpans))
             .boxed(),
     };
-    let (provider, spans) = match traces {
+    let (provider, spans, tracer) = match traces {
         Some(settings) => {
             let provider = tracer_provider(&settings)?;
             let tracer = provider.tracer("warden");
             let layer = tracing_opentelemetry::layer()
-                .with_tracer(tracer)
+                .with_tracer(tracer.clone())
                 // What a turn pays per span is kept to building it and
                 // ending it (issue 26's 5 % bound). The crate's defaults
                 // also read two clocks and switch the OpenTelemetry context
@@ -147,17 +147,17 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
                 .with_threads(false)
                 .with_target(false)
                 .with_filter(OwnSpans);
-            (Some(provider), Some(layer))
+            (Some(provider), Some(layer), Some(tracer))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     tracing_subscriber::registry()
         .with(logs)
         .with(spans)
         .try_init()
         .map_err(|e| anyhow::anyhow!("could not install the logger: {e}"))?;
-    if provider.is_some() {
-        crate::trace_context::enable();
+    if let Some(tracer) = tracer {
+        crate::trace_context::enable(tracer);
     }
     Ok(Telemetry { provider })
 }

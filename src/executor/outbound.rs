@@ -2,11 +2,11 @@
 //! resolver, no proxies, no redirects), the per-attempt deadline over the
 //! whole exchange, and a response read no further than the size cap.
 
+use crate::trace_context::Leaf;
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::Instrument;
 
 use super::address_guard::{AddressPolicy, AddressRefused, GuardedResolver, NameLookup};
 use super::failure::CallFailure;
@@ -91,25 +91,27 @@ impl HttpCaller {
     /// query, the headers or the body), whose `traceparent` the request
     /// carries.
     pub async fn exchange(&self, exchange: Exchange<'_>) -> Result<serde_json::Value, CallFailure> {
-        let span = crate::trace_context::span(|| {
-            tracing::info_span!(
-                target: crate::trace_context::TARGET,
-                "http_client",
-                otel.name = exchange.method.as_str(),
-                otel.kind = "client",
-                http.request.method = exchange.method.as_str(),
-                server.address = exchange.url.host_str().unwrap_or(""),
-                server.port = i64::from(exchange.url.port_or_known_default().unwrap_or(0)),
-                http.response.status_code = tracing::field::Empty,
-                error.type = tracing::field::Empty,
+        use opentelemetry::KeyValue;
+        let mut span = Leaf::start(opentelemetry::trace::SpanKind::Client, || {
+            let method = exchange.method.as_str().to_owned();
+            (
+                method.clone().into(),
+                vec![
+                    KeyValue::new("http.request.method", method),
+                    KeyValue::new(
+                        "server.address",
+                        exchange.url.host_str().unwrap_or("").to_owned(),
+                    ),
+                    KeyValue::new(
+                        "server.port",
+                        i64::from(exchange.url.port_or_known_default().unwrap_or(0)),
+                    ),
+                ],
             )
         });
-        let exchanged = self
-            .exchange_in_span(exchange)
-            .instrument(span.clone())
-            .await;
+        let exchanged = self.exchange_in_span(exchange, &mut span).await;
         if let Err(failure) = &exchanged {
-            span.record("error.type", failure.reason().as_str());
+            span.set_attribute(|| KeyValue::new("error.type", failure.reason().as_str()));
         }
         exchanged
     }
@@ -117,9 +119,10 @@ impl HttpCaller {
     async fn exchange_in_span(
         &self,
         mut exchange: Exchange<'_>,
+        span: &mut Leaf,
     ) -> Result<serde_json::Value, CallFailure> {
         self.check_target(exchange.url)?;
-        crate::trace_context::inject_current(&mut exchange.headers);
+        span.inject(&mut exchange.headers);
         let timeout = exchange.timeout;
         let attempt = async {
             let response = self
@@ -130,6 +133,10 @@ impl HttpCaller {
                 .send()
                 .await
                 .map_err(classify)?;
+            let status = response.status().as_u16();
+            span.set_attribute(|| {
+                opentelemetry::KeyValue::new("http.response.status_code", i64::from(status))
+            });
             self.read_json(response).await
         };
         // Waiting for the endpoint is not local work (`local_work`).
@@ -145,7 +152,6 @@ impl HttpCaller {
         mut response: reqwest::Response,
     ) -> Result<serde_json::Value, CallFailure> {
         let status = response.status();
-        tracing::Span::current().record("http.response.status_code", i64::from(status.as_u16()));
         if status.is_redirection() {
             return Err(CallFailure::RedirectRefused {
                 status: status.as_u16(),

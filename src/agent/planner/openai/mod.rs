@@ -25,7 +25,9 @@ use super::{
 };
 use crate::domain::closed_set::closed_set;
 use crate::domain::message::MessageRole;
-use tracing::Instrument;
+use crate::trace_context::Leaf;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use warden_channel::image::InboundImage;
 
 /// HTTP calls per `plan` or `reply`: the first and at most one retry.
@@ -203,27 +205,20 @@ impl OpenAiPlanner {
         body: &Value,
         purpose: ModelPurpose,
     ) -> Result<AssistantMessage, CallError> {
-        let span = crate::trace_context::span(|| {
-            tracing::info_span!(
-                target: crate::trace_context::TARGET,
-                "chat",
-                otel.name = tracing::field::Empty,
-                otel.kind = "client",
-                gen_ai.operation.name = "chat",
-                gen_ai.request.model = self.config.model.as_str(),
-                gen_ai.usage.input_tokens = tracing::field::Empty,
-                gen_ai.usage.output_tokens = tracing::field::Empty,
-                warden.model.purpose = purpose.as_str(),
-                error.type = tracing::field::Empty,
+        let mut span = Leaf::start(SpanKind::Client, || {
+            (
+                format!("chat {}", self.config.model).into(),
+                vec![
+                    KeyValue::new("gen_ai.operation.name", "chat"),
+                    KeyValue::new("gen_ai.request.model", self.config.model.clone()),
+                    KeyValue::new("warden.model.purpose", purpose.as_str()),
+                ],
             )
         });
-        if crate::trace_context::enabled() {
-            span.record("otel.name", format!("chat {}", self.config.model));
-        }
         let started = std::time::Instant::now();
         let attempt = async {
             let mut headers = reqwest::header::HeaderMap::new();
-            crate::trace_context::inject_current(&mut headers);
+            span.inject(&mut headers);
             let mut call = self.client.post(&self.endpoint).headers(headers).json(body);
             if let Some(key) = &self.config.api_key {
                 call = call.bearer_auth(key);
@@ -231,22 +226,20 @@ impl OpenAiPlanner {
             let response = call.send().await.map_err(transport_error)?;
             check_status(response.status())?;
             let bytes = read_bounded(response).await?;
-            parse_completion(&bytes)
+            parse_completion(&bytes, &mut span)
         };
         // Waiting for the model is not local work (`local_work`).
-        let answered = crate::local_work::outside(tokio::time::timeout(
-            self.config.timeout,
-            attempt.instrument(span.clone()),
-        ))
-        .await
-        .unwrap_or(Err(CallError::Transient("the call timed out".into())));
+        let answered =
+            crate::local_work::outside(tokio::time::timeout(self.config.timeout, attempt))
+                .await
+                .unwrap_or(Err(CallError::Transient("the call timed out".into())));
         let outcome = match &answered {
             Ok(_) => "ok",
             Err(CallError::Transient(_)) => "transient_error",
             Err(CallError::Fatal(_)) => "error",
         };
         if answered.is_err() {
-            span.record("error.type", outcome);
+            span.set_attribute(|| KeyValue::new("error.type", outcome));
         }
         crate::metrics::model_call(purpose.as_str(), outcome, started.elapsed());
         answered
@@ -382,23 +375,21 @@ struct FunctionCall {
     arguments: Value,
 }
 
-/// `choices[0].message`, or a fatal error for anything else.
-fn parse_completion(bytes: &[u8]) -> Result<AssistantMessage, CallError> {
+/// `choices[0].message`, or a fatal error for anything else; the token
+/// counts the backend reported go on the call's span.
+fn parse_completion(bytes: &[u8], span: &mut Leaf) -> Result<AssistantMessage, CallError> {
     let not_completion = || CallError::Fatal("the answer is not a chat completion".into());
     let completion: Completion = serde_json::from_slice(bytes).map_err(|_| not_completion())?;
     if let Some(usage) = &completion.usage {
-        let span = tracing::Span::current();
-        if let Some(tokens) = usage.prompt_tokens {
-            span.record(
-                "gen_ai.usage.input_tokens",
-                i64::try_from(tokens).unwrap_or(i64::MAX),
-            );
-        }
-        if let Some(tokens) = usage.completion_tokens {
-            span.record(
-                "gen_ai.usage.output_tokens",
-                i64::try_from(tokens).unwrap_or(i64::MAX),
-            );
+        for (key, tokens) in [
+            ("gen_ai.usage.input_tokens", usage.prompt_tokens),
+            ("gen_ai.usage.output_tokens", usage.completion_tokens),
+        ] {
+            if let Some(tokens) = tokens {
+                span.set_attribute(|| {
+                    KeyValue::new(key, i64::try_from(tokens).unwrap_or(i64::MAX))
+                });
+            }
         }
     }
     completion
