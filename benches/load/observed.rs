@@ -68,8 +68,12 @@ pub async fn paired(
         target("turn_1_unobserved", &plain),
         target("turn_1_observed", &observed),
     ];
+    // A server's first seconds cost more per turn (caches filling, pools
+    // growing), and the second server is newer than the first: each is
+    // warmed for a whole run before any slice counts.
     for server in &pair {
         server.warm_up().await;
+        server.measure_for(Mode::Closed(8), config.run).await;
     }
     // wrk counts whole seconds; two slices of each fill about one run.
     let slice = Duration::from_secs((config.run.as_secs() / 2).max(2));

@@ -17,7 +17,7 @@ impl Recording {
     pub fn start(pid: u32, run: Duration, work: &Path) -> Recording {
         let data = work.join("perf.data");
         let perf = Command::new("perf")
-            .args(["record", "-F", "299", "--call-graph", "dwarf,16384", "-p"])
+            .args(["record", "-F", "999", "--call-graph", "dwarf,16384", "-p"])
             .arg(pid.to_string())
             .arg("-o")
             .arg(&data)

@@ -23,40 +23,37 @@ const UNMATCHED: &str = "unmatched";
 
 pub async fn request_log(request: Request, next: Next) -> Response {
     let id = uuid::Uuid::new_v4().simple().to_string();
+    let observed = crate::metrics::handle().is_some() || crate::trace_context::enabled();
+    let route = observed
+        .then(|| request.extensions().get::<MatchedPath>().cloned())
+        .flatten();
+    let operation = observed.then(|| {
+        route
+            .as_ref()
+            .and_then(|route| super::openapi::operation_id(request.method(), route.as_str()))
+            .unwrap_or(UNMATCHED)
+    });
+    // Every attribute known now is given now: a value recorded later costs
+    // each layer a second visit.
     let span = if crate::trace_context::enabled() {
-        tracing::info_span!(
+        let route = route.as_ref().map_or(UNMATCHED, |r| r.as_str());
+        let span = tracing::info_span!(
             "request",
             request_id = %id,
             method = %request.method(),
             path = %request.uri().path(),
-            otel.name = Empty,
+            otel.name = %format_args!("{} {route}", request.method()),
             otel.kind = "server",
             otel.status_code = Empty,
             http.request.method = %request.method(),
-            http.route = Empty,
+            http.route = route,
             http.response.status_code = Empty,
-            warden.operation = Empty,
-        )
+            warden.operation = operation.unwrap_or(UNMATCHED),
+        );
+        crate::trace_context::adopt_remote_parent(&span, request.headers());
+        span
     } else {
         tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path())
-    };
-    let observed = crate::metrics::handle().is_some() || crate::trace_context::enabled();
-    let operation = if observed {
-        let route = request.extensions().get::<MatchedPath>().cloned();
-        let operation = route
-            .as_ref()
-            .and_then(|route| super::openapi::operation_id(request.method(), route.as_str()))
-            .unwrap_or(UNMATCHED);
-        if crate::trace_context::enabled() {
-            crate::trace_context::adopt_remote_parent(&span, request.headers());
-            let route = route.as_ref().map_or(UNMATCHED, |r| r.as_str());
-            span.record("otel.name", format!("{} {route}", request.method()));
-            span.record("http.route", route);
-            span.record("warden.operation", operation);
-        }
-        Some(operation)
-    } else {
-        None
     };
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;

@@ -138,10 +138,10 @@ impl Executor {
             tracing::info_span!(
                 target: crate::trace_context::TARGET,
                 "execute_tool",
-                otel.name = tracing::field::Empty,
+                otel.name = %format_args!("execute_tool {}", call.capability.definition.name),
                 gen_ai.operation.name = "execute_tool",
                 gen_ai.tool.name = call.capability.definition.name.as_str(),
-                gen_ai.tool.call.id = tracing::field::Empty,
+                gen_ai.tool.call.id = %crate::domain::id::random_id("call_"),
                 gen_ai.tool.type = "extension",
                 warden.capability.revision = call.capability.revision,
                 warden.call.kind = call.kind.as_str(),
@@ -150,16 +150,6 @@ impl Executor {
                 error.type = tracing::field::Empty,
             )
         });
-        if crate::trace_context::enabled() {
-            span.record(
-                "otel.name",
-                format!("execute_tool {}", call.capability.definition.name),
-            );
-            span.record(
-                "gen_ai.tool.call.id",
-                crate::domain::id::random_id("call_").as_str(),
-            );
-        }
         let started = Instant::now();
         let mut timing = CallTiming::default();
         let mut attempts = 0;
