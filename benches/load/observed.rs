@@ -19,10 +19,14 @@ use crate::procs::{self, Proc};
 use crate::report::{Mode, Row};
 use crate::{Config, Target, profile};
 
-/// Slices per server and connection level (the quick mode's two: one each way).
+/// Slices per server and connection level: many short ones, so that what
+/// drifts is shared finely (the quick mode's two: one each way).
 fn rounds(config: &Config) -> usize {
-    if config.quick { 2 } else { 4 }
+    if config.quick { 2 } else { 10 }
 }
+
+/// One slice: wrk counts whole seconds.
+const SLICE: Duration = Duration::from_secs(2);
 
 /// A server of the pair and what feeds on it; dropped, all stop.
 struct Server {
@@ -75,8 +79,6 @@ pub async fn paired(
         server.warm_up().await;
         server.measure_for(Mode::Closed(8), config.run).await;
     }
-    // wrk counts whole seconds; two slices of each fill about one run.
-    let slice = Duration::from_secs((config.run.as_secs() / 2).max(2));
     let mut rows = Vec::new();
     for &connections in levels {
         let mut slices: [Vec<Row>; 2] = [Vec::new(), Vec::new()];
@@ -88,8 +90,8 @@ pub async fn paired(
                     && connections == 8
                     && config.profile.as_deref() == Some(server.scenario);
                 let recording =
-                    profiled.then(|| profile::Recording::start(server.pid, slice, work));
-                slices[which].push(server.measure_for(Mode::Closed(connections), slice).await);
+                    profiled.then(|| profile::Recording::start(server.pid, SLICE, work));
+                slices[which].push(server.measure_for(Mode::Closed(connections), SLICE).await);
                 if let Some(recording) = recording {
                     recording.finish(
                         &std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
