@@ -37,9 +37,17 @@
 //!   any closed-loop run or soak slice saw an error;
 //! - `WARDEN_BENCH_SOAK=600`: instead of all the above, the soak
 //!   (`soak.rs`, `make soak`): that many seconds of steady load per database,
-//!   watched for growth; writes its own section of `docs/benchmarks.md`.
+//!   watched for growth; writes its own section of `docs/benchmarks.md`;
+//! - `WARDEN_BENCH_GROWTH=1`: instead of all the above, the growth run
+//!   (`growth.rs`, `make growth`): each request with little data and with a
+//!   lot, the platform queue draining a large backlog, the files and tables
+//!   around the purge (`WARDEN_BENCH_GROWTH_SCALE=0.01` for a quick look,
+//!   `WARDEN_BENCH_GROWTH_REQUESTS`); with `WARDEN_BENCH_WRITE=1` it writes
+//!   its own section of `docs/benchmarks.md`.
 
 mod conversation;
+mod drain;
+mod growth;
 mod load;
 mod observed;
 mod overload;
@@ -47,6 +55,8 @@ mod procs;
 mod profile;
 mod report;
 mod roles;
+mod seed;
+mod sizes;
 mod soak;
 
 use load::{Measured, RequestSpec};
@@ -75,6 +85,8 @@ pub struct Config {
     soak: Option<Duration>,
     /// Fail on errors where none are expected (`make test`'s smoke).
     smoke: bool,
+    /// The growth run's settings, if this run is it (`growth.rs`).
+    growth: Option<growth::Settings>,
 }
 
 impl Config {
@@ -110,6 +122,7 @@ impl Config {
             soak: std::env::var("WARDEN_BENCH_SOAK").ok().map(|v| {
                 Duration::from_secs(v.trim().parse().expect("WARDEN_BENCH_SOAK is seconds"))
             }),
+            growth: growth::Settings::from_env(),
         }
     }
 
@@ -231,6 +244,26 @@ async fn bench() {
 
     let (endpoint, endpoint_port) = Proc::role("endpoint", &["endpoint"]);
     let endpoint_url = format!("http://127.0.0.1:{endpoint_port}/orders/status");
+    if let Some(settings) = &config.growth {
+        let results = growth::Growth {
+            settings,
+            exe: &warden_exe,
+            work,
+            root: &root,
+            endpoint_url: &endpoint_url,
+            client: &reqwest::Client::new(),
+        }
+        .run(&config.backends)
+        .await;
+        drop(endpoint);
+        let text = growth::markdown(settings, &results, &load_before, &procs::load_average());
+        println!("\n{text}");
+        if std::env::var("WARDEN_BENCH_WRITE").is_ok_and(|v| v == "1") {
+            report::write_section(&root, growth::BEGIN, growth::END, &text);
+            println!("wrote the growth section of docs/benchmarks.md");
+        }
+        return;
+    }
     let (relay, relay_port) = Proc::role("relay", &["relay", &endpoint_url]);
     let order = json!({"order": "A-1001"}).to_string();
     let json_post = |url: String, body: &str| RequestSpec {
