@@ -256,6 +256,15 @@ async fn bench() {
         .run(&config.backends)
         .await;
         drop(endpoint);
+        if config.smoke {
+            for r in &results {
+                assert_eq!(
+                    r.drain.sent, r.drain.backlog,
+                    "{}: the backlog did not drain",
+                    r.backend
+                );
+            }
+        }
         let text = growth::markdown(settings, &results, &load_before, &procs::load_average());
         println!("\n{text}");
         if std::env::var("WARDEN_BENCH_WRITE").is_ok_and(|v| v == "1") {
