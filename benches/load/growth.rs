@@ -124,9 +124,21 @@ const FINISHED_PLATFORM_DAYS: i64 = 7;
 /// A message no capability of the account serves: a coverage gap.
 const GAP_TEXT: &str = "¿Tenéis tarjetas regalo para bodas?";
 
+/// The parts of the growth run to take (`WARDEN_BENCH_ONLY=requests,drain,purge`).
+#[derive(Clone, Copy, Debug)]
+pub struct Parts {
+    /// Items 1–3.
+    pub requests: bool,
+    /// Item 4.
+    pub drain: bool,
+    /// Item 5.
+    pub purge: bool,
+}
+
 /// What the growth run needs from the benchmark.
 pub struct Growth<'a> {
     pub settings: &'a Settings,
+    pub parts: Parts,
     pub exe: &'a Path,
     pub work: &'a Path,
     pub root: &'a Path,
@@ -152,7 +164,18 @@ pub struct Comparison {
 
 impl Comparison {
     fn ratio(&self, of: impl Fn(&Figure) -> f64) -> f64 {
-        of(&self.large) / of(&self.small).max(1e-9)
+        of(&self.large) / of(&self.small)
+    }
+
+    /// The ratio as the table shows it (`–` where the small figure is 0:
+    /// CPU under one clock tick per request).
+    fn ratio_text(&self, of: impl Fn(&Figure) -> f64) -> String {
+        let r = self.ratio(of);
+        if r.is_finite() {
+            format!("{r:.2}")
+        } else {
+            "–".into()
+        }
     }
 
     pub fn flat(&self) -> bool {
@@ -179,8 +202,8 @@ pub struct Purge {
 pub struct BackendGrowth {
     pub backend: &'static str,
     pub comparisons: Vec<Comparison>,
-    pub drain: Drain,
-    pub purge: Purge,
+    pub drain: Option<Drain>,
+    pub purge: Option<Purge>,
 }
 
 /// A `warden serve` of the run and where it logs.
@@ -227,87 +250,27 @@ impl Growth<'_> {
         let sqlite_file = (backend == "sqlite").then(|| self.work.join("bench.db"));
         let server = self.start(&database, "measure", false, send_api).await;
         let mut db = Db::connect(&database.url).await;
-        let comparisons = self
-            .requests_as_data_grows(&server, &database, &mut db, sizes)
-            .await;
+        let comparisons = if self.parts.requests {
+            self.requests_as_data_grows(&server, &database, &mut db, sizes)
+                .await
+        } else {
+            Vec::new()
+        };
         drop(server);
 
-        // The drain's server starts first, so its start-up purge is over
-        // before the backlog lands (in one transaction: the workers find
-        // all of it at once); the finished week, older than the 7 days
-        // kept, waits for the next start's purge (item 5).
-        let platform = self.account(&database, &mut db, "growth-platform").await;
-        let salt = db
-            .text(
-                "SELECT pseudonym_salt FROM accounts WHERE name = $1",
-                &["growth-platform"],
+        let drain = if self.parts.drain {
+            Some(self.drain(&database, &mut db, sizes, send_api).await)
+        } else {
+            None
+        };
+        let purge = if self.parts.purge {
+            Some(
+                self.purge(&database, &mut db, sqlite_file.as_deref(), send_api)
+                    .await,
             )
-            .await;
-        let numbers = seed::platform_numbers(&mut db, platform.id, sizes.numbers).await;
-        let sent_before = send_api.sent();
-        let server = self.start(&database, "drain", false, send_api).await;
-        let now = seed::now_millis();
-        let history_rounds = sizes.backlog.div_ceil(sizes.numbers) as i64;
-        seed::platform_inbound(
-            &mut db,
-            &InboundRun {
-                account: platform.id,
-                salt: &salt,
-                numbers: &numbers,
-                count: sizes.backlog,
-                arrived: now - (FINISHED_PLATFORM_DAYS + 1) * DAY_MILLIS,
-                state: Inbound::Replied,
-                first_round: 1,
-                tag: "week",
-                senders: "347",
-            },
-        )
-        .await;
-        seed::platform_inbound(
-            &mut db,
-            &InboundRun {
-                account: platform.id,
-                salt: &salt,
-                numbers: &numbers,
-                count: sizes.backlog,
-                arrived: now - sizes.backlog as i64,
-                state: Inbound::Queued,
-                // The highest round the finished week claimed.
-                first_round: history_rounds,
-                tag: "backlog",
-                senders: "346",
-            },
-        )
-        .await;
-        // Statistics with the backlog in them, as autovacuum's analyze takes
-        // them within its nap (a minute) of so many new rows: taken before
-        // it, PostgreSQL plans the claim's per-user check as a walk of the
-        // whole unfinished backlog (docs/benchmarks.md, "Growth").
-        analyze(&mut db, "platform_inbound").await;
-        println!(
-            "  a backlog of {} on {} numbers",
-            sizes.backlog, sizes.numbers
-        );
-        let drain = crate::drain::watch(
-            send_api,
-            sent_before,
-            server.proc.pid(),
-            sizes.backlog as u64,
-            Duration::from_secs(60),
-        )
-        .await;
-        drop(server);
-        let replied = db
-            .scalar(
-                "SELECT COUNT(*) FROM platform_inbound WHERE state = 'replied' AND platform_message_id LIKE $1",
-                &["wamid.backlog.%"],
-            )
-            .await;
-        println!("  {replied} of the backlog replied");
-
-        let purge = self
-            .purge(&database, &mut db, sqlite_file.as_deref(), send_api)
-            .await;
+        } else {
+            None
+        };
         db.close().await;
         database.drop().await;
         BackendGrowth {
@@ -488,6 +451,89 @@ impl Growth<'_> {
             compare("capability-gaps page", &small_second, large_second),
             compare("capability-gaps page", &small_last, large_last),
         ]
+    }
+
+    /// Item 4: a backlog drained by the workers of a server just started.
+    async fn drain(
+        &self,
+        database: &Database,
+        db: &mut Db,
+        sizes: Sizes,
+        send_api: &FakeSendApi,
+    ) -> Drain {
+        // The drain's server starts first, so its start-up purge is over
+        // before the backlog lands (in one transaction: the workers find
+        // all of it at once); the finished week, older than the 7 days
+        // kept, waits for the next start's purge (item 5).
+        let platform = self.account(database, db, "growth-platform").await;
+        let salt = db
+            .text(
+                "SELECT pseudonym_salt FROM accounts WHERE name = $1",
+                &["growth-platform"],
+            )
+            .await;
+        let numbers = seed::platform_numbers(db, platform.id, sizes.numbers).await;
+        let sent_before = send_api.sent();
+        let server = self.start(database, "drain", false, send_api).await;
+        let now = seed::now_millis();
+        let history_rounds = sizes.backlog.div_ceil(sizes.numbers) as i64;
+        seed::platform_inbound(
+            db,
+            &InboundRun {
+                account: platform.id,
+                salt: &salt,
+                numbers: &numbers,
+                count: sizes.backlog,
+                arrived: now - (FINISHED_PLATFORM_DAYS + 1) * DAY_MILLIS,
+                state: Inbound::Replied,
+                first_round: 1,
+                tag: "week",
+                senders: "347",
+            },
+        )
+        .await;
+        seed::platform_inbound(
+            db,
+            &InboundRun {
+                account: platform.id,
+                salt: &salt,
+                numbers: &numbers,
+                count: sizes.backlog,
+                arrived: now - sizes.backlog as i64,
+                state: Inbound::Queued,
+                // The highest round the finished week claimed.
+                first_round: history_rounds,
+                tag: "backlog",
+                senders: "346",
+            },
+        )
+        .await;
+        // Statistics with the backlog in them, as autovacuum's analyze takes
+        // them within its nap (a minute) of so many new rows: taken before
+        // it, PostgreSQL plans the claim's per-user check as a walk of the
+        // whole unfinished backlog (docs/benchmarks.md, "Growth").
+        analyze(db, "platform_inbound").await;
+        println!(
+            "  a backlog of {} on {} numbers",
+            sizes.backlog, sizes.numbers
+        );
+        let drain = crate::drain::watch(
+            send_api,
+            sent_before,
+            server.proc.pid(),
+            sizes.backlog as u64,
+            Duration::from_secs(60),
+        )
+        .await;
+        drop(server);
+        let replied = db
+            .scalar(
+                "SELECT COUNT(*) FROM platform_inbound WHERE state = 'replied' AND platform_message_id LIKE $1",
+                &["wamid.backlog.%"],
+            )
+            .await;
+        println!("  {replied} of the backlog replied");
+        drain
     }
 
     /// Item 5: sizes, the start-up purge, sizes, as many rows again, sizes.
@@ -828,7 +874,7 @@ pub fn markdown(
         for c in &r.comparisons {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {:.2} | {:.2} | {:.0} | {} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} | {} |",
+                "| {} | {} | {} | {:.2} | {:.2} | {:.0} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} |",
                 r.backend,
                 c.measure,
                 c.small.case,
@@ -839,9 +885,9 @@ pub fn markdown(
                 c.large.m.p50_ms,
                 c.large.m.p99_ms,
                 c.large.cpu_us,
-                c.ratio(|f| f.m.p50_ms),
-                c.ratio(|f| f.m.p99_ms),
-                c.ratio(|f| f.cpu_us),
+                c.ratio_text(|f| f.m.p50_ms),
+                c.ratio_text(|f| f.m.p99_ms),
+                c.ratio_text(|f| f.cpu_us),
                 if c.flat() { "yes" } else { "**no**" },
             );
         }
@@ -851,7 +897,9 @@ pub fn markdown(
     s += "| db | backlog | replied | drained in s | first 10 %: msg/s | CPU µs/msg | last 10 %: msg/s | CPU µs/msg | × time per msg | flat |\n";
     s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for r in results {
-        let d = &r.drain;
+        let Some(d) = &r.drain else {
+            continue;
+        };
         let _ = writeln!(
             s,
             "| {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {} |",
@@ -875,7 +923,9 @@ pub fn markdown(
           which the purge keeps), MiB:\n\n";
     s += "| db | what | before purge | after purge | after writing as many again |\n|---|---|---:|---:|---:|\n";
     for r in results {
-        let p = &r.purge;
+        let Some(p) = &r.purge else {
+            continue;
+        };
         for (i, reading) in p.before.iter().enumerate() {
             let _ = writeln!(
                 s,
@@ -890,7 +940,9 @@ pub fn markdown(
     }
     s += "\n";
     for r in results {
-        let p = &r.purge;
+        let Some(p) = &r.purge else {
+            continue;
+        };
         let n = |field: &str| p.removed[field].as_u64().unwrap_or(0);
         let _ = writeln!(
             s,
