@@ -795,11 +795,13 @@ impl Growth<'_> {
         F: FnMut(usize) -> reqwest::RequestBuilder,
     {
         load::sequential(WARM_UP, FIGURE_LIMIT, &mut next).await;
-        let cpu = procs::cpu(pid);
+        let (cpu, reads) = (procs::cpu(pid), procs::read_syscalls(pid));
         let m = load::sequential(self.settings.requests, FIGURE_LIMIT, &mut next).await;
         let cpu_us = (procs::cpu(pid) - cpu).as_secs_f64() * 1e6 / m.ok.max(1) as f64;
+        // Reads the server made per request: SQLite pages its cache lacked.
+        let reads = (procs::read_syscalls(pid) - reads) as f64 / m.ok.max(1) as f64;
         println!(
-            "  {case:<44} {:>5} ok {:>3} errors  p50 {:>8.2} ms  p99 {:>8.2} ms  cpu {:>7.0} µs/req",
+            "  {case:<44} {:>5} ok {:>3} errors  p50 {:>8.2} ms  p99 {:>8.2} ms  cpu {:>7.0} µs/req  reads {reads:>6.1}/req",
             m.ok, m.errors, m.p50_ms, m.p99_ms, cpu_us
         );
         assert_eq!(m.errors, 0, "{case}: requests failed");
