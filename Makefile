@@ -14,8 +14,11 @@ SCHEMATHESIS_EXAMPLES ?= 20
 SCHEMATHESIS_FUZZ_EXAMPLES ?= 500
 # Seconds of the soak per database (`make soak`).
 SOAK_SECONDS ?= 600
+# Sizes of `make growth` (1: the issue's; 0.01 for a quick look, which
+# writes nothing to docs/benchmarks.md).
+GROWTH_SCALE ?= 1
 
-.PHONY: help run test guest bench soak lint walkthrough fuzz openapi toolchain postgres prometheus
+.PHONY: help run test guest bench soak growth lint walkthrough fuzz openapi toolchain postgres prometheus
 
 help:
 	@echo "make run     build and serve on the embedded SQLite default (127.0.0.1:8080)"
@@ -35,6 +38,10 @@ help:
 	@echo "make soak    SOAK_SECONDS (600) of steady turns and contract tests per database against warden"
 	@echo "             serve (release), watched for growth of memory, threads and descriptors; writes the"
 	@echo "             soak section of docs/benchmarks.md (a documented run, not CI)"
+	@echo "make growth  each request with little data and with a lot (1,000 earlier messages, 100,000"
+	@echo "             conversations, 1,000,000 gap events), a 100,000-message platform backlog draining,"
+	@echo "             the files and tables around the purge, per database against warden serve (release);"
+	@echo "             writes the growth section of docs/benchmarks.md (~20 min; GROWTH_SCALE=0.01 to look)"
 	@echo "make lint    rustfmt check and clippy with warnings denied, on the server and on every guest"
 	@echo "make walkthrough  a three-turn conversation against the example host endpoint"
 	@echo "make fuzz    the schema differential test for SCHEMA_DIFF_CASES (100000), then every fuzz target"
@@ -77,6 +84,11 @@ bench: toolchain postgres
 soak: toolchain postgres
 	@scripts/ensure-bench-tools.sh
 	WARDEN_BENCH_SOAK=$(SOAK_SECONDS) WARDEN_BENCH_WRITE=1 $(CARGO) bench -p warden --bench load
+
+growth: toolchain postgres
+	@scripts/ensure-bench-tools.sh
+	WARDEN_BENCH_GROWTH=1 WARDEN_BENCH_GROWTH_SCALE=$(GROWTH_SCALE) WARDEN_BENCH_WRITE=$(if $(filter 1,$(GROWTH_SCALE)),1,0) \
+		$(CARGO) bench -p warden --bench load
 
 walkthrough: toolchain
 	examples/walkthrough.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A short run of the load benchmark and of the soak, as part of `make test`,
-# so neither rots between `make bench` runs: the debug build (shared with
+# A short run of the load benchmark, of the soak and of the growth run, as part of `make test`,
+# so none of them rots between `make bench` runs: the debug build (shared with
 # the tests), a few seconds per scenario, and a failure on any error under
 # closed-loop load. The figures it prints mean nothing (a debug build, a
 # busy machine); `make bench` and `make soak` are the measurements.
@@ -14,3 +14,6 @@ echo "bench-smoke: the load benchmark (quick: relay, contract test, MCP call, tu
 WARDEN_BENCH_ONLY=relay,capability_test,mcp_call,turn_1,turn_1_observed,past_capacity cargo test --quiet --bench load
 echo "bench-smoke: the soak (two 5 s slices, SQLite)"
 WARDEN_BENCH_SOAK=10 WARDEN_BENCH_BACKENDS=sqlite cargo test --quiet --bench load
+echo "bench-smoke: the growth run (tiny sizes, SQLite)"
+WARDEN_BENCH_GROWTH=1 WARDEN_BENCH_GROWTH_SCALE=0.002 WARDEN_BENCH_GROWTH_REQUESTS=20 WARDEN_BENCH_BACKENDS=sqlite \
+    cargo test --quiet --bench load

@@ -224,3 +224,38 @@ pub fn summarize(latencies: &mut [Duration], elapsed_secs: f64) -> Measured {
         errors: 0,
     }
 }
+
+/// One request at a time on one connection, `count` of them (fewer if
+/// `limit` passes first), request `i` built by `next(i)` so each may differ
+/// (a conversation to continue, a cursor). Latencies of 2xx answers;
+/// anything else is an error. The growth run's figures (`growth.rs`).
+pub async fn sequential<F>(count: usize, limit: Duration, mut next: F) -> Measured
+where
+    F: FnMut(usize) -> reqwest::RequestBuilder,
+{
+    let started = Instant::now();
+    let mut latencies = Vec::with_capacity(count);
+    let mut failed = 0u64;
+    for i in 0..count {
+        if started.elapsed() > limit {
+            break;
+        }
+        let request = next(i).timeout(Duration::from_secs(60));
+        let sent = Instant::now();
+        let ok = match request.send().await {
+            Ok(r) => {
+                let ok = r.status().is_success();
+                r.bytes().await.is_ok() && ok
+            }
+            Err(_) => false,
+        };
+        if ok {
+            latencies.push(sent.elapsed());
+        } else {
+            failed += 1;
+        }
+    }
+    let mut m = summarize(&mut latencies, started.elapsed().as_secs_f64());
+    m.errors = failed;
+    m
+}

@@ -38,9 +38,18 @@
 //!   any closed-loop run or soak slice saw an error;
 //! - `WARDEN_BENCH_SOAK=600`: instead of all the above, the soak
 //!   (`soak.rs`, `make soak`): that many seconds of steady load per database,
-//!   watched for growth; writes its own section of `docs/benchmarks.md`.
+//!   watched for growth; writes its own section of `docs/benchmarks.md`;
+//! - `WARDEN_BENCH_GROWTH=1`: instead of all the above, the growth run
+//!   (`growth.rs`, `make growth`): each request with little data and with a
+//!   lot, the platform queue draining a large backlog, the files and tables
+//!   around the purge (`WARDEN_BENCH_GROWTH_SCALE=0.01` for a quick look,
+//!   `WARDEN_BENCH_GROWTH_REQUESTS`, `WARDEN_BENCH_ONLY=requests,drain,purge`
+//!   for some of it); with `WARDEN_BENCH_WRITE=1` it writes its own section
+//!   of `docs/benchmarks.md`.
 
 mod conversation;
+mod drain;
+mod growth;
 mod load;
 mod observed;
 mod overload;
@@ -48,6 +57,8 @@ mod procs;
 mod profile;
 mod report;
 mod roles;
+mod seed;
+mod sizes;
 mod soak;
 
 use load::{Measured, RequestSpec};
@@ -76,6 +87,8 @@ pub struct Config {
     soak: Option<Duration>,
     /// Fail on errors where none are expected (`make test`'s smoke).
     smoke: bool,
+    /// The growth run's settings, if this run is it (`growth.rs`).
+    growth: Option<growth::Settings>,
 }
 
 impl Config {
@@ -111,6 +124,7 @@ impl Config {
             soak: std::env::var("WARDEN_BENCH_SOAK").ok().map(|v| {
                 Duration::from_secs(v.trim().parse().expect("WARDEN_BENCH_SOAK is seconds"))
             }),
+            growth: growth::Settings::from_env(),
         }
     }
 
@@ -237,6 +251,43 @@ async fn bench() {
 
     let (endpoint, endpoint_port) = Proc::role("endpoint", &["endpoint"]);
     let endpoint_url = format!("http://127.0.0.1:{endpoint_port}/orders/status");
+    if let Some(settings) = &config.growth {
+        let results = growth::Growth {
+            settings,
+            parts: growth::Parts {
+                requests: config.wants("requests"),
+                drain: config.wants("drain"),
+                purge: config.wants("purge"),
+            },
+            exe: &warden_exe,
+            work,
+            root: &root,
+            endpoint_url: &endpoint_url,
+            client: &reqwest::Client::new(),
+        }
+        .run(&config.backends)
+        .await;
+        drop(endpoint);
+        if config.smoke {
+            for r in &results {
+                let Some(drain) = &r.drain else {
+                    continue;
+                };
+                assert_eq!(
+                    drain.sent, drain.backlog,
+                    "{}: the backlog did not drain",
+                    r.backend
+                );
+            }
+        }
+        let text = growth::markdown(settings, &results, &load_before, &procs::load_average());
+        println!("\n{text}");
+        if std::env::var("WARDEN_BENCH_WRITE").is_ok_and(|v| v == "1") {
+            report::write_section(&root, growth::BEGIN, growth::END, &text);
+            println!("wrote the growth section of docs/benchmarks.md");
+        }
+        return;
+    }
     let (relay, relay_port) = Proc::role("relay", &["relay", &endpoint_url]);
     let order = json!({"order": "A-1001"}).to_string();
     let json_post = |url: String, body: &str| RequestSpec {
