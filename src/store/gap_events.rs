@@ -71,10 +71,14 @@ impl Store {
             Some(c) => (c.occurred_at, c.id.as_str()),
             None => (i64::MAX, ""),
         };
-        // Without a cursor every event qualifies through the first clause.
+        // Without a cursor every event is below (i64::MAX, ""). A row
+        // comparison, not `a < x OR (a = x AND b < y)`: both databases use
+        // it as the index condition, while PostgreSQL's generic plan for
+        // the `OR` walked the account's whole index on a deep cursor
+        // (220 ms at 1,000,000 events; docs/benchmarks.md, "Growth").
         let sql = format!(
             "SELECT {COLUMNS} FROM gap_events WHERE account_id = $1 \
-             AND (occurred_at < $2 OR (occurred_at = $2 AND id < $3)) \
+             AND (occurred_at, id) < ($2, $3) \
              ORDER BY occurred_at DESC, id DESC LIMIT $4"
         );
         Ok(on_pool!(self, pool => {
