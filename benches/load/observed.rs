@@ -74,10 +74,13 @@ pub async fn paired(
     ];
     // A server's first seconds cost more per turn (caches filling, pools
     // growing), and the second server is newer than the first: each is
-    // warmed for a whole run before any slice counts.
+    // warmed for a whole run before any slice counts (not in the quick
+    // mode, whose figures are a smoke's).
     for server in &pair {
         server.warm_up().await;
-        server.measure_for(Mode::Closed(8), config.run).await;
+        if !config.quick {
+            server.measure_for(Mode::Closed(8), config.run).await;
+        }
     }
     let mut rows = Vec::new();
     for &connections in levels {
