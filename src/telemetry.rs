@@ -116,7 +116,7 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
             .with_writer(std::io::stderr)
             .with_target(true)
             .with_ansi(std::io::stderr().is_terminal())
-            .with_filter(filter.and(NoTraceOnlySpans))
+            .with_filter(filter.and(NO_TRACE_ONLY_SPANS))
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
@@ -124,7 +124,7 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
             .with_current_span(true)
             .with_writer(std::io::stderr)
             .map_event_format(WithTraceIds)
-            .with_filter(filter.and(NoTraceOnlySpans))
+            .with_filter(filter.and(NO_TRACE_ONLY_SPANS))
             .boxed(),
     };
     let (provider, spans, tracer) = match traces {
@@ -146,7 +146,7 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
                 .with_location(false)
                 .with_threads(false)
                 .with_target(false)
-                .with_filter(OwnSpans);
+                .with_filter(OWN_SPANS);
             (Some(provider), Some(layer), Some(tracer))
         }
         None => (None, None, None),
@@ -196,79 +196,54 @@ fn tracer_provider(settings: &OtlpSettings) -> anyhow::Result<SdkTracerProvider>
         .build())
 }
 
+/// A layer's filter whose answer depends on the callsite alone, so it is
+/// given once per callsite (`Interest::always`/`never`). A filter asked
+/// call by call (a plain `filter_fn`) also marks every callsite of other
+/// crates as "sometimes": a caller that only asks whether it is enabled and
+/// then logs nothing (sqlx's statement logger) leaves the per-layer answer
+/// behind on its thread, and the next span made there is lost to the layer
+/// (seen: whole server and `invoke_agent` spans missing on PostgreSQL).
+struct CallsiteFilter {
+    wants: fn(&tracing::Metadata<'_>) -> bool,
+    /// The most verbose level it can let through, if it has its own.
+    max_level: Option<tracing::level_filters::LevelFilter>,
+}
+
 /// What the OpenTelemetry layer sees: Warden's own spans at INFO or above,
 /// whatever the log filter says, and no log events (a span event would copy
 /// the log line's fields into the export: a cost, and what a field may hold
 /// is for the log filter to judge, not the trace).
-///
-/// The answer depends on the callsite alone, so it is given once per
-/// callsite (`Interest::always`/`never`). A filter asked call by call (a
-/// plain `filter_fn`) also marks every callsite of other crates as
-/// "sometimes": a caller that only asks whether it is enabled and then
-/// logs nothing (sqlx's statement logger) leaves the per-layer answer
-/// behind on its thread, and the next span made there is lost to this
-/// layer (seen: whole server and `invoke_agent` spans missing on
-/// PostgreSQL).
-struct OwnSpans;
-
-impl OwnSpans {
-    fn wants(meta: &tracing::Metadata<'_>) -> bool {
+const OWN_SPANS: CallsiteFilter = CallsiteFilter {
+    wants: |meta| {
         meta.is_span()
             && meta.target().starts_with("warden")
             && *meta.level() <= tracing::Level::INFO
-    }
-}
-
-impl<S> Filter<S> for OwnSpans {
-    fn enabled(
-        &self,
-        meta: &tracing::Metadata<'_>,
-        _: &tracing_subscriber::layer::Context<'_, S>,
-    ) -> bool {
-        Self::wants(meta)
-    }
-
-    fn callsite_enabled(
-        &self,
-        meta: &'static tracing::Metadata<'static>,
-    ) -> tracing::subscriber::Interest {
-        if Self::wants(meta) {
-            tracing::subscriber::Interest::always()
-        } else {
-            tracing::subscriber::Interest::never()
-        }
-    }
-
-    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
-        Some(tracing::level_filters::LevelFilter::INFO)
-    }
-}
+    },
+    max_level: Some(tracing::level_filters::LevelFilter::INFO),
+};
 
 /// What the log layer leaves out, whatever `WARDEN_LOG` says: the spans
-/// made for the trace alone (`trace_context::TARGET`). Decided once per
-/// callsite, like [`OwnSpans`].
-struct NoTraceOnlySpans;
+/// made for the trace alone (`trace_context::TARGET`).
+const NO_TRACE_ONLY_SPANS: CallsiteFilter = CallsiteFilter {
+    wants: |meta| !(meta.is_span() && meta.target() == crate::trace_context::TARGET),
+    // No limit of its own: the log filter's hint stands.
+    max_level: Some(tracing::level_filters::LevelFilter::TRACE),
+};
 
-impl NoTraceOnlySpans {
-    fn wants(meta: &tracing::Metadata<'_>) -> bool {
-        !(meta.is_span() && meta.target() == crate::trace_context::TARGET)
-    }
-}
-
-impl<S> Filter<S> for NoTraceOnlySpans {
+impl<S> Filter<S> for CallsiteFilter {
     fn enabled(
         &self,
         meta: &tracing::Metadata<'_>,
         _: &tracing_subscriber::layer::Context<'_, S>,
     ) -> bool {
-        Self::wants(meta)
+        (self.wants)(meta)
     }
 
     fn callsite_enabled(
         &self,
         meta: &'static tracing::Metadata<'static>,
     ) -> tracing::subscriber::Interest {
-        if Self::wants(meta) {
+        if (self.wants)(meta) {
             tracing::subscriber::Interest::always()
         } else {
             tracing::subscriber::Interest::never()
@@ -276,8 +251,7 @@ impl<S> Filter<S> for NoTraceOnlySpans {
     }
 
     fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
-        // No limit of its own: the log filter's hint stands.
-        Some(tracing::level_filters::LevelFilter::TRACE)
+        self.max_level
     }
 }
 

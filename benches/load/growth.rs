@@ -319,35 +319,8 @@ impl Growth<'_> {
             .figure(pid, "its account fresh", |_| turn(&big, None))
             .await;
         let small_gaps = self.record_gaps(server, db, &main).await;
-        let small_first = self
-            .figure(
-                pid,
-                &format!("first page, {} events", thousands(small_gaps as usize)),
-                |_| self.gaps(&server.base, &main.key, None),
-            )
-            .await;
-        let second = self.cursor_after(db, main.id, PAGE as i64 - 1).await;
-        self.check_page(&server.base, &main.key, Some(&second))
-            .await;
-        let small_second = self
-            .figure(
-                pid,
-                &format!("second page, {} events", thousands(small_gaps as usize)),
-                |_| self.gaps(&server.base, &main.key, Some(&second)),
-            )
-            .await;
-        let cursor = self
-            .cursor_after(db, main.id, small_gaps - PAGE as i64 - 1)
-            .await;
-        self.check_page(&server.base, &main.key, Some(&cursor))
-            .await;
-        let small_last = self
-            .figure(
-                pid,
-                &format!("last page, {} events", thousands(small_gaps as usize)),
-                |_| self.gaps(&server.base, &main.key, Some(&cursor)),
-            )
-            .await;
+        let [small_first, small_second, small_last] =
+            self.gap_pages(server, db, &main, small_gaps).await;
 
         // The data grows.
         let earlier = sizes.earlier_messages;
@@ -405,33 +378,7 @@ impl Growth<'_> {
         let fresh_beside = self
             .figure(pid, "a fresh account beside them", |_| turn(&fresh, None))
             .await;
-        let large_first = self
-            .figure(
-                pid,
-                &format!("first page, {} events", thousands(gaps as usize)),
-                |_| self.gaps(&server.base, &main.key, None),
-            )
-            .await;
-        let second = self.cursor_after(db, main.id, PAGE as i64 - 1).await;
-        self.check_page(&server.base, &main.key, Some(&second))
-            .await;
-        let large_second = self
-            .figure(
-                pid,
-                &format!("second page, {} events", thousands(gaps as usize)),
-                |_| self.gaps(&server.base, &main.key, Some(&second)),
-            )
-            .await;
-        let cursor = self.cursor_after(db, main.id, gaps - PAGE as i64 - 1).await;
-        self.check_page(&server.base, &main.key, Some(&cursor))
-            .await;
-        let large_last = self
-            .figure(
-                pid,
-                &format!("last page, {} events", thousands(gaps as usize)),
-                |_| self.gaps(&server.base, &main.key, Some(&cursor)),
-            )
-            .await;
+        let [large_first, large_second, large_last] = self.gap_pages(server, db, &main, gaps).await;
 
         let compare = |measure, small: &Figure, large: Figure| Comparison {
             measure,
@@ -759,6 +706,46 @@ impl Growth<'_> {
             "only {count} gap events from {SMALL_GAPS} gap turns"
         );
         count
+    }
+
+    /// The gaps page's first, second and last page of `account`'s
+    /// `events`; a page reached by a cursor is checked full before it is
+    /// measured.
+    async fn gap_pages(
+        &self,
+        server: &Server,
+        db: &mut Db,
+        account: &Account,
+        events: i64,
+    ) -> [Figure; 3] {
+        let pid = server.proc.pid();
+        let count = thousands(events as usize);
+        let mut figures = Vec::new();
+        for (page, offset) in [
+            ("first", None),
+            ("second", Some(PAGE as i64 - 1)),
+            ("last", Some(events - PAGE as i64 - 1)),
+        ] {
+            let cursor = match offset {
+                Some(offset) => {
+                    let cursor = self.cursor_after(db, account.id, offset).await;
+                    self.check_page(&server.base, &account.key, Some(&cursor))
+                        .await;
+                    Some(cursor)
+                }
+                None => None,
+            };
+            let case = format!("{page} page, {count} events");
+            figures.push(
+                self.figure(pid, &case, |_| {
+                    self.gaps(&server.base, &account.key, cursor.as_deref())
+                })
+                .await,
+            );
+        }
+        figures
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("three pages"))
     }
 
     /// The cursor of the account's event at `offset` (0: the newest), as
