@@ -626,6 +626,19 @@ pub struct SandboxArgs {
     #[arg(long, env = "WARDEN_GUEST_CACHE_DIR")]
     pub guest_cache_dir: Option<PathBuf>,
 
+    /// Virtual address space reserved for each guest memory, in MiB
+    /// (64–4096). Unset: 4096 with guard pages, so guest code runs without
+    /// bounds checks, and the sandbox reserves about 1 TiB of address space
+    /// (not memory). Set it lower where the address space is bounded
+    /// (`ulimit -v`, some containers, valgrind): guests then check bounds
+    /// in code, a little slower.
+    #[arg(
+        long,
+        env = "WARDEN_GUEST_MEMORY_RESERVATION_MIB",
+        value_parser = clap::value_parser!(u64).range(64..=4096)
+    )]
+    pub guest_memory_reservation_mib: Option<u64>,
+
     /// DEVELOPMENT ONLY: let capability URLs be http:// or https:// on loopback
     /// (localhost, 127.0.0.0/8, [::1]) so examples and tests run on one machine.
     /// Off by default; announced loudly in the log when on.

@@ -91,6 +91,7 @@ impl PolicySandbox {
         let source = GuestSource::from_option(args.policy_guest.as_deref());
         let config = SandboxConfig {
             cache_dir: args.guest_cache_dir.clone(),
+            memory_reservation: args.guest_memory_reservation_mib.map(|mib| mib << 20),
             ..SandboxConfig::default()
         };
         let sandbox = Sandbox::load_with(source, config)?;

@@ -46,6 +46,13 @@ pub struct SandboxConfig {
     /// used at all, and every entry is verified before it is loaded (see
     /// `cache.rs` and `docs/sandbox.md`). Created with mode 0700 if missing.
     pub cache_dir: Option<PathBuf>,
+    /// Address space reserved for each linear memory, bytes; `None` keeps
+    /// wasmtime's default (4 GiB and guard pages, so compiled code needs no
+    /// bounds checks: the pool reserves about a terabyte of virtual address
+    /// space, none of it memory). A smaller reservation (at least
+    /// `memory_limit`) compiles bounds checks in, for processes whose
+    /// address space is bounded (`ulimit -v`, valgrind).
+    pub memory_reservation: Option<u64>,
 }
 
 impl Default for SandboxConfig {
@@ -66,9 +73,13 @@ impl Default for SandboxConfig {
             max_output_bytes: 2 << 20,
             max_candidates: 1024,
             cache_dir: None,
+            memory_reservation: None,
         }
     }
 }
+
+/// Guard pages after each linear memory when its reservation is bounded.
+const GUARD_WITH_SMALL_RESERVATION: u64 = 64 << 10;
 
 impl SandboxConfig {
     /// Epoch ticks from the start of a call to its deadline (at least 1).
@@ -101,6 +112,12 @@ impl SandboxConfig {
             // compiled into this build of wasmtime at all (Cargo features).
             .wasm_component_model(true)
             .parallel_compilation(true);
+        if let Some(reservation) = self.memory_reservation {
+            cfg.memory_reservation(reservation.max(self.memory_limit as u64))
+                // Small guards: the reservation itself is what is bounded.
+                .memory_guard_size(GUARD_WITH_SMALL_RESERVATION)
+                .memory_reservation_for_growth(0);
+        }
         Engine::new(&cfg)
     }
 }

@@ -119,6 +119,31 @@ fn unbounded_memory_growth_hits_the_limit() {
     healthy_still_works();
 }
 
+/// With a bounded reservation (`WARDEN_GUEST_MEMORY_RESERVATION_MIB`) the
+/// guest's code checks bounds itself: the memory limit still holds, the
+/// faulted instance is dropped, and the default guest answers.
+#[test]
+fn a_small_memory_reservation_keeps_every_limit() {
+    let config = SandboxConfig {
+        deadline: Duration::from_secs(5),
+        memory_reservation: Some(64 << 20),
+        ..SandboxConfig::default()
+    };
+    let s = Sandbox::load_with(GuestSource::Path(common::hostile("grow")), config.clone())
+        .expect("grow loads with a 64 MiB reservation");
+    let err = s.prune_output("acct", SCHEMA, "{}").unwrap_err();
+    assert!(
+        matches!(err, SandboxError::MemoryLimit { limit } if limit == 64 << 20),
+        "{err:?}"
+    );
+    faulted_instance_not_reused(&s, "acct", 1);
+    let default = Sandbox::load_with(GuestSource::Default, config).unwrap();
+    let verdict = default
+        .validate_arguments("acct", SCHEMA, r#"{"q":"abc"}"#)
+        .unwrap();
+    assert_eq!(verdict, Ok(()));
+}
+
 #[test]
 fn a_panic_is_a_trap() {
     let s = load("trap");
