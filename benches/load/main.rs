@@ -34,6 +34,10 @@
 //!   instead of this one (an A/B comparison with another commit);
 //! - `WARDEN_BENCH_PROFILE=turn_1`: `perf record` Warden during that
 //!   scenario's 8-connection run, and draw `docs/profile-<scenario>-<db>.svg`;
+//! - `WARDEN_BENCH_COUNT=400`: count that many turns of the observed pair
+//!   in instructions under callgrind (`observed::counted`; 400 in the full
+//!   mode, none in the quick one unless set; 0 for none); the window's
+//!   dumps are kept in `target/callgrind/` for `callgrind_annotate`;
 //! - `WARDEN_BENCH_SMOKE=1` (`make test`, with the quick mode): fail if
 //!   any closed-loop run or soak slice saw an error;
 //! - `WARDEN_BENCH_SOAK=600`: instead of all the above, the soak
@@ -47,6 +51,7 @@
 //!   for some of it); with `WARDEN_BENCH_WRITE=1` it writes its own section
 //!   of `docs/benchmarks.md`.
 
+mod callgrind;
 mod conversation;
 mod drain;
 mod growth;
@@ -125,6 +130,19 @@ impl Config {
                 Duration::from_secs(v.trim().parse().expect("WARDEN_BENCH_SOAK is seconds"))
             }),
             growth: growth::Settings::from_env(),
+        }
+    }
+
+    /// How many turns of the observed pair are counted in instructions
+    /// (`observed::counted`): `WARDEN_BENCH_COUNT`, else 400 in the full
+    /// mode and none in the quick one.
+    fn counted_turns(&self) -> usize {
+        match std::env::var("WARDEN_BENCH_COUNT") {
+            Ok(turns) => turns
+                .parse()
+                .expect("WARDEN_BENCH_COUNT is a number of turns"),
+            Err(_) if self.quick => 0,
+            Err(_) => 400,
         }
     }
 
@@ -301,6 +319,7 @@ async fn bench() {
     let mut rows = Vec::new();
     let mut soaks = Vec::new();
     let mut overloads = Vec::new();
+    let mut counted = Vec::new();
     let (overload_high, overload_low) = if config.quick {
         (Duration::from_secs(3), Duration::from_secs(2))
     } else {
@@ -495,6 +514,19 @@ async fn bench() {
                 )
                 .await,
             );
+            if config.counted_turns() > 0 {
+                counted.extend(
+                    observed::counted(
+                        &warden_exe,
+                        &database.url,
+                        work,
+                        backend,
+                        &turn_spec,
+                        &config,
+                    )
+                    .await,
+                );
+            }
         }
         if config.wants("conversation_5") {
             rows.extend(conversation::sweep(&config, &base, &key, warden.pid(), backend).await);
@@ -542,6 +574,9 @@ async fn bench() {
         return;
     }
     let mut text = report::markdown(&rows, &config, &load_before, &load_after, started_at);
+    if !counted.is_empty() {
+        text += &observed::counted_markdown(&counted);
+    }
     if !overloads.is_empty() {
         text += &overload::markdown(&overloads, overload_high, overload_low);
     }

@@ -14,6 +14,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::callgrind::Callgrind;
 use crate::load::{Measured, RequestSpec};
 use crate::procs::{self, Proc};
 use crate::report::{Mode, Row};
@@ -32,6 +33,8 @@ const SLICE: Duration = Duration::from_secs(2);
 struct Server {
     warden: Proc,
     base: String,
+    /// The metrics scrape's address, when metrics are on.
+    metrics: Option<String>,
     _collector: Option<Proc>,
     scraper: Option<tokio::task::JoinHandle<()>>,
 }
@@ -158,6 +161,20 @@ async fn start(
     backend: &str,
     watched: bool,
 ) -> Server {
+    let scrape_every = Duration::from_secs(1);
+    start_under(&[], exe, database_url, work, backend, watched, scrape_every).await
+}
+
+/// A server of the pair run by `wrapper` (see [`Proc::warden_under`]).
+async fn start_under(
+    wrapper: &[String],
+    exe: &Path,
+    database_url: &str,
+    work: &Path,
+    backend: &str,
+    watched: bool,
+    scrape_every: Duration,
+) -> Server {
     let port = procs::free_port();
     let name = if watched { "observed" } else { "unobserved" };
     let log = work.join(format!("warden-{backend}-{name}.log"));
@@ -178,19 +195,27 @@ async fn start(
             ("OTEL_TRACES_SAMPLER", "always_on".to_owned()),
         ];
     }
-    let mut warden = Proc::warden_with(exe, port, database_url, work, &log, &extra);
+    if !wrapper.is_empty() {
+        // valgrind cannot map the sandbox's default reservation (about a
+        // terabyte of address space); both servers of a counted pair run
+        // with the same smaller one.
+        extra.push(("WARDEN_GUEST_MEMORY_RESERVATION_MIB", "64".to_owned()));
+    }
+    let mut warden = Proc::warden_under(wrapper, exe, port, database_url, work, &log, &extra);
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
+    // Under callgrind a start takes tens of times longer.
+    let limit = if wrapper.is_empty() { 180 } else { 900 };
     procs::wait_ready(
         &client,
         &format!("{base}/health"),
         &mut warden,
-        Duration::from_secs(180),
+        Duration::from_secs(limit),
     )
     .await;
-    let scraper = metrics.map(|metrics| {
+    let scraper = metrics.clone().map(|metrics| {
         tokio::spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_secs(1));
+            let mut every = tokio::time::interval(scrape_every);
             loop {
                 every.tick().await;
                 if let Ok(response) = client.get(&metrics).send().await {
@@ -202,7 +227,148 @@ async fn start(
     Server {
         warden,
         base,
+        metrics,
         _collector: collector,
         scraper,
     }
+}
+
+/// The pair's question asked of a measure that does not move with the
+/// machine: instructions per turn, counted by callgrind, on each server of
+/// the pair in turn (see `callgrind.rs` for what it leaves out).
+pub struct Counted {
+    pub backend: &'static str,
+    pub turns: usize,
+    pub unobserved: f64,
+    pub observed: f64,
+}
+
+impl Counted {
+    pub fn extra(&self) -> f64 {
+        self.observed / self.unobserved - 1.0
+    }
+}
+
+/// Clients sending the counted turns at once (each waits for its answer).
+const COUNTED_CLIENTS: usize = 4;
+
+/// The trace exporter's schedule (`OTEL_BSP_SCHEDULE_DELAY`'s default, 5 s)
+/// and a margin: waited after the window, so the spans of its last turns
+/// are exported inside it. Both servers wait alike.
+const EXPORT_SETTLE: Duration = Duration::from_secs(8);
+
+/// Instructions per turn on the unobserved and the observed server, each
+/// started under callgrind, warmed, then counted over a window of turns
+/// (the observed one scraped once in it, its spans exported in it). None,
+/// with a word, without valgrind.
+pub async fn counted(
+    exe: &Path,
+    database_url: &str,
+    work: &Path,
+    backend: &'static str,
+    turn: &RequestSpec,
+    config: &Config,
+) -> Option<Counted> {
+    if !Callgrind::available() {
+        println!("valgrind is not installed: instructions per turn not counted");
+        return None;
+    }
+    let turns = config.counted_turns();
+    let mut per_turn = [0.0; 2];
+    for (watched, slot) in [(false, 0), (true, 1)] {
+        let name = format!(
+            "{backend}-{}",
+            if watched { "observed" } else { "unobserved" }
+        );
+        let counter = Callgrind::new(work, &name);
+        // Scraped once in the window below, not every second: the server
+        // runs tens of times slower, and a scrape a second would weigh on
+        // each turn tens of times more than it does outside callgrind.
+        let hour = Duration::from_secs(3600);
+        let server = start_under(
+            &counter.wrapper(),
+            exe,
+            database_url,
+            work,
+            backend,
+            watched,
+            hour,
+        )
+        .await;
+        let mut spec = turn.clone();
+        spec.url = format!("{}/v1/channels/http/messages", server.base);
+        // Warm: every pooled connection has prepared the turn's statements,
+        // the catalog, planner index and verdicts are cached.
+        send_turns(&spec, turns.min(64)).await;
+        tokio::time::sleep(EXPORT_SETTLE).await;
+        counter.dump(server.warden.pid());
+        send_turns(&spec, turns).await;
+        if let Some(metrics) = &server.metrics {
+            reqwest::get(metrics).await.unwrap().bytes().await.unwrap();
+        }
+        tokio::time::sleep(EXPORT_SETTLE).await;
+        let window = counter.dump(server.warden.pid());
+        let instructions = window.instructions;
+        // Kept for `callgrind_annotate`: where the instructions went.
+        let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/callgrind");
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::copy(&window.path, kept.join(format!("{name}.out"))).unwrap();
+        per_turn[slot] = instructions as f64 / turns as f64;
+        println!(
+            "{name}: {instructions} instructions in {turns} turns, {:.0} per turn (callgrind)",
+            per_turn[slot]
+        );
+    }
+    Some(Counted {
+        backend,
+        turns,
+        unobserved: per_turn[0],
+        observed: per_turn[1],
+    })
+}
+
+/// `count` turns from [`COUNTED_CLIENTS`] clients; each must succeed.
+async fn send_turns(spec: &RequestSpec, count: usize) {
+    let client = reqwest::Client::new();
+    let mut clients = tokio::task::JoinSet::new();
+    for c in 0..COUNTED_CLIENTS {
+        let (spec, client) = (spec.clone(), client.clone());
+        let mine = count / COUNTED_CLIENTS + usize::from(c < count % COUNTED_CLIENTS);
+        clients.spawn(async move {
+            for _ in 0..mine {
+                let response = spec.request(&client).send().await.unwrap();
+                let status = response.status();
+                let body = response.text().await.unwrap_or_default();
+                assert!(status.is_success(), "counted turn: {status} {body}");
+            }
+        });
+    }
+    while let Some(done) = clients.join_next().await {
+        done.unwrap();
+    }
+}
+
+/// The counted pair as a table for docs/benchmarks.md.
+pub fn counted_markdown(counted: &[Counted]) -> String {
+    use std::fmt::Write;
+    let mut s = String::from(
+        "
+The same turn counted in instructions (callgrind, user space only: \
+         repeatable whatever else the machine runs; see \"What watching costs\"):\n\n\
+         | db | turns counted | instructions/turn, both off | metrics and tracing on | added | ≤ 5 % |\n\
+         |---|---:|---:|---:|---:|---|\n",
+    );
+    for c in counted {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {:.0} | {:+.1} % | {} |",
+            c.backend,
+            c.turns,
+            c.unobserved,
+            c.observed,
+            c.extra() * 100.0,
+            if c.extra() <= 0.05 { "yes" } else { "**no**" }
+        );
+    }
+    s
 }

@@ -76,9 +76,32 @@ impl Proc {
         log: &Path,
         extra: &[(&str, String)],
     ) -> Proc {
+        Self::warden_under(&[], exe, port, database_url, work, log, extra)
+    }
+
+    /// `warden serve` run by `wrapper` (a program and its arguments, which
+    /// execs `exe` in the same process: callgrind in `observed.rs`), or
+    /// directly when `wrapper` is empty.
+    pub fn warden_under(
+        wrapper: &[String],
+        exe: &Path,
+        port: u16,
+        database_url: &str,
+        work: &Path,
+        log: &Path,
+        extra: &[(&str, String)],
+    ) -> Proc {
         let cache = work.join("guest-cache");
         std::fs::create_dir_all(&cache).unwrap();
-        let child = dies_with_parent(&mut Command::new(exe))
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(exe);
+                command
+            }
+            None => Command::new(exe),
+        };
+        let child = dies_with_parent(&mut command)
             .arg("serve")
             .envs(warden_env(database_url))
             .env("WARDEN_LISTEN", format!("127.0.0.1:{port}"))
