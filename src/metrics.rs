@@ -15,9 +15,11 @@
 //! a capability, a conversation or anything a client chose, so the number of
 //! series stays bounded whatever the tenants do.
 
+use metrics::{Counter, Histogram};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, OnceLock, RwLock};
 use std::time::Duration;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -172,12 +174,62 @@ fn describe() {
     );
 }
 
+/// The handles of one family's series, by label values: the recorder's
+/// look-up (a key built with its labels, hashed, found under a lock) runs
+/// once per series instead of on every request, turn and guest call. The
+/// labels are closed sets (above), so each cache stays small.
+struct Handles<T>(LazyLock<RwLock<HashMap<[&'static str; 2], T>>>);
+
+impl<T: Clone> Handles<T> {
+    const fn new() -> Self {
+        Handles(LazyLock::new(Default::default))
+    }
+
+    /// The handle for `labels`, registered by `register` the first time.
+    fn get(&self, labels: [&'static str; 2], register: impl FnOnce() -> T) -> T {
+        if let Some(handle) = self
+            .0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&labels)
+        {
+            return handle.clone();
+        }
+        let handle = register();
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(labels)
+            .or_insert(handle)
+            .clone()
+    }
+}
+
+static HTTP_REQUESTS: Handles<Counter> = Handles::new();
+static HTTP_DURATIONS: Handles<Histogram> = Handles::new();
+static TURNS: Handles<Counter> = Handles::new();
+static TURN_DURATIONS: Handles<Histogram> = Handles::new();
+static CAPABILITY_CALLS: Handles<Counter> = Handles::new();
+static CAPABILITY_CALL_DURATIONS: Handles<Histogram> = Handles::new();
+static GUEST_CALLS: Handles<Counter> = Handles::new();
+static GUEST_CALL_DURATIONS: Handles<Histogram> = Handles::new();
+
 pub fn http_request(operation: &'static str, status: u16, elapsed: Duration) {
     if !on() {
         return;
     }
-    counter!("warden_http_requests_total", "operation" => operation, "status" => status_text(status)).increment(1);
-    histogram!("warden_http_request_duration_seconds", "operation" => operation)
+    let status = status_text(status);
+    HTTP_REQUESTS
+        .get(
+            [operation, status],
+            || counter!("warden_http_requests_total", "operation" => operation, "status" => status),
+        )
+        .increment(1);
+    HTTP_DURATIONS
+        .get(
+            [operation, ""],
+            || histogram!("warden_http_request_duration_seconds", "operation" => operation),
+        )
         .record(elapsed.as_secs_f64());
 }
 
@@ -239,16 +291,35 @@ pub fn turn(channel: &'static str, outcome: &'static str, elapsed: Duration) {
     if !on() {
         return;
     }
-    counter!("warden_turns_total", "channel" => channel, "outcome" => outcome).increment(1);
-    histogram!("warden_turn_duration_seconds", "channel" => channel).record(elapsed.as_secs_f64());
+    TURNS
+        .get(
+            [channel, outcome],
+            || counter!("warden_turns_total", "channel" => channel, "outcome" => outcome),
+        )
+        .increment(1);
+    TURN_DURATIONS
+        .get(
+            [channel, ""],
+            || histogram!("warden_turn_duration_seconds", "channel" => channel),
+        )
+        .record(elapsed.as_secs_f64());
 }
 
 pub fn capability_call(kind: &'static str, outcome: &'static str, elapsed: Duration) {
     if !on() {
         return;
     }
-    counter!("warden_capability_calls_total", "kind" => kind, "outcome" => outcome).increment(1);
-    histogram!("warden_capability_call_duration_seconds", "kind" => kind)
+    CAPABILITY_CALLS
+        .get(
+            [kind, outcome],
+            || counter!("warden_capability_calls_total", "kind" => kind, "outcome" => outcome),
+        )
+        .increment(1);
+    CAPABILITY_CALL_DURATIONS
+        .get(
+            [kind, ""],
+            || histogram!("warden_capability_call_duration_seconds", "kind" => kind),
+        )
         .record(elapsed.as_secs_f64());
 }
 
@@ -256,8 +327,17 @@ pub fn guest_call(export: &'static str, outcome: &'static str, elapsed: Duration
     if !on() {
         return;
     }
-    counter!("warden_guest_calls_total", "export" => export, "outcome" => outcome).increment(1);
-    histogram!("warden_guest_call_duration_seconds", "export" => export)
+    GUEST_CALLS
+        .get(
+            [export, outcome],
+            || counter!("warden_guest_calls_total", "export" => export, "outcome" => outcome),
+        )
+        .increment(1);
+    GUEST_CALL_DURATIONS
+        .get(
+            [export, ""],
+            || histogram!("warden_guest_call_duration_seconds", "export" => export),
+        )
         .record(elapsed.as_secs_f64());
 }
 

@@ -1,8 +1,8 @@
 //! Logging and traces. Logs: `tracing` to standard error, as text or JSON
 //! lines (standard output stays free for the admin commands' JSON); a JSON
 //! line written inside a traced span carries its `trace_id` and `span_id`.
-//! Traces: the same `tracing` spans exported as OpenTelemetry spans over
-//! OTLP/HTTP (protobuf) when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+//! Traces: OpenTelemetry spans made by `trace_context` (not from the logs'
+//! `tracing` spans), exported over OTLP/HTTP (protobuf) when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, configured by the standard
 //! `OTEL_*` variables; off otherwise.
 //!
@@ -24,10 +24,8 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::fmt::format::{Format, Json, JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent};
-use tracing_subscriber::layer::Filter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -116,7 +114,7 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
             .with_writer(std::io::stderr)
             .with_target(true)
             .with_ansi(std::io::stderr().is_terminal())
-            .with_filter(filter.and(NO_TRACE_ONLY_SPANS))
+            .with_filter(filter)
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
@@ -124,40 +122,20 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
             .with_current_span(true)
             .with_writer(std::io::stderr)
             .map_event_format(WithTraceIds)
-            .with_filter(filter.and(NO_TRACE_ONLY_SPANS))
+            .with_filter(filter)
             .boxed(),
-    };
-    let (provider, spans, tracer) = match traces {
-        Some(settings) => {
-            let provider = tracer_provider(&settings)?;
-            let tracer = provider.tracer("warden");
-            let layer = tracing_opentelemetry::layer()
-                .with_tracer(tracer.clone())
-                // What a turn pays per span is kept to building it and
-                // ending it (issue 26's 5 % bound). The crate's defaults
-                // also read two clocks and switch the OpenTelemetry context
-                // on every poll of every instrumented future (busy/idle
-                // times; context activation, which nothing here reads:
-                // `trace_context` asks the `tracing` span), and copy the
-                // source location, thread and target onto every span as
-                // strings, none of which the conventions ask for.
-                .with_tracked_inactivity(false)
-                .with_context_activation(false)
-                .with_location(false)
-                .with_threads(false)
-                .with_target(false)
-                .with_filter(OWN_SPANS);
-            (Some(provider), Some(layer), Some(tracer))
-        }
-        None => (None, None, None),
     };
     tracing_subscriber::registry()
         .with(logs)
-        .with(spans)
         .try_init()
         .map_err(|e| anyhow::anyhow!("could not install the logger: {e}"))?;
-    if let Some(tracer) = tracer {
-        crate::trace_context::enable(tracer);
+    // Traces are made on the OpenTelemetry API (`trace_context`), not from
+    // the logs' `tracing` spans.
+    let provider = traces
+        .map(|settings| tracer_provider(&settings))
+        .transpose()?;
+    if let Some(provider) = &provider {
+        crate::trace_context::enable(provider.tracer("warden"));
     }
     Ok(Telemetry { provider })
 }
@@ -194,65 +172,6 @@ fn tracer_provider(settings: &OtlpSettings) -> anyhow::Result<SdkTracerProvider>
             gate,
         })
         .build())
-}
-
-/// A layer's filter whose answer depends on the callsite alone, so it is
-/// given once per callsite (`Interest::always`/`never`). A filter asked
-/// call by call (a plain `filter_fn`) also marks every callsite of other
-/// crates as "sometimes": a caller that only asks whether it is enabled and
-/// then logs nothing (sqlx's statement logger) leaves the per-layer answer
-/// behind on its thread, and the next span made there is lost to the layer
-/// (seen: whole server and `invoke_agent` spans missing on PostgreSQL).
-struct CallsiteFilter {
-    wants: fn(&tracing::Metadata<'_>) -> bool,
-    /// The most verbose level it can let through, if it has its own.
-    max_level: Option<tracing::level_filters::LevelFilter>,
-}
-
-/// What the OpenTelemetry layer sees: Warden's own spans at INFO or above,
-/// whatever the log filter says, and no log events (a span event would copy
-/// the log line's fields into the export: a cost, and what a field may hold
-/// is for the log filter to judge, not the trace).
-const OWN_SPANS: CallsiteFilter = CallsiteFilter {
-    wants: |meta| {
-        meta.is_span()
-            && meta.target().starts_with("warden")
-            && *meta.level() <= tracing::Level::INFO
-    },
-    max_level: Some(tracing::level_filters::LevelFilter::INFO),
-};
-
-/// What the log layer leaves out, whatever `WARDEN_LOG` says: the spans
-/// made for the trace alone (`trace_context::TARGET`).
-const NO_TRACE_ONLY_SPANS: CallsiteFilter = CallsiteFilter {
-    wants: |meta| !(meta.is_span() && meta.target() == crate::trace_context::TARGET),
-    // No limit of its own: the log filter's hint stands.
-    max_level: Some(tracing::level_filters::LevelFilter::TRACE),
-};
-
-impl<S> Filter<S> for CallsiteFilter {
-    fn enabled(
-        &self,
-        meta: &tracing::Metadata<'_>,
-        _: &tracing_subscriber::layer::Context<'_, S>,
-    ) -> bool {
-        (self.wants)(meta)
-    }
-
-    fn callsite_enabled(
-        &self,
-        meta: &'static tracing::Metadata<'static>,
-    ) -> tracing::subscriber::Interest {
-        if (self.wants)(meta) {
-            tracing::subscriber::Interest::always()
-        } else {
-            tracing::subscriber::Interest::never()
-        }
-    }
-
-    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
-        self.max_level
-    }
 }
 
 /// Spans handed to the batch processor and not yet exported (or dropped).

@@ -1,28 +1,40 @@
-//! W3C trace context in and out (`traceparent`, `tracestate`), over the
-//! `tracing` spans that `tracing-opentelemetry` turns into OpenTelemetry
-//! spans. The HTTP layer adopts an incoming context as the parent of its
-//! server span; every outbound call (capability endpoints, the platform's
-//! send API, the model, the challenge verifier) injects the current span's.
+//! W3C trace context in and out (`traceparent`, `tracestate`), and the
+//! spans of a trace, made on the OpenTelemetry API directly: a [`Scope`] for
+//! a span with children (the HTTP server span, `invoke_agent`,
+//! `execute_tool`, `process platform_message`), carried as the current
+//! OpenTelemetry context through the future that does its work, and a
+//! [`Leaf`] for one without (a guest call, an outbound exchange, the
+//! model's chat). The HTTP layer adopts an incoming context as the parent
+//! of its server span; every outbound call (capability endpoints, the
+//! platform's send API, the model, the challenge verifier) injects the
+//! current span's.
+//!
+//! Logs and traces are kept apart: the `tracing` spans are the logs' alone
+//! and no layer turns them into OpenTelemetry spans. Such a layer cost a
+//! turn more than what it exported (a registry lookup and two layers'
+//! visits on every enter, exit and field, every poll): issue 26's 5 % bound.
 //!
 //! Off unless `telemetry` installed an exporter ([`enable`]): then every
 //! function here returns at once, so a server without tracing neither reads
-//! nor writes the headers.
+//! nor writes the headers, and makes no span.
 
-use opentelemetry::KeyValue;
+use futures_util::future::Either;
+use opentelemetry::context::{FutureExt as _, WithContext};
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer as _};
+use opentelemetry::trace::{Link, Span as _, SpanKind, Status, TraceContextExt, Tracer as _};
+use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use std::borrow::Cow;
+use std::future::Future;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
-/// The tracer behind the OpenTelemetry layer, for [`Leaf`] spans.
+/// The tracer every span is made with.
 static TRACER: OnceLock<opentelemetry_sdk::trace::SdkTracer> = OnceLock::new();
 
-/// Called once the OpenTelemetry layer is installed, with its tracer.
+/// Called once the exporter is installed, with its tracer.
 pub fn enable(tracer: opentelemetry_sdk::trace::SdkTracer) {
     let _ = TRACER.set(tracer);
     ENABLED.store(true, Ordering::Relaxed);
@@ -33,33 +45,129 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
-/// The target of the spans made for the trace alone (by [`span`], with
-/// `target: TARGET`). The log layer leaves them out (`telemetry`): logs read
-/// the same with tracing on or off, and a turn does not pay to format the
-/// fields of spans no log line shows.
-pub const TARGET: &str = "warden::trace";
+/// The tracer, when tracing is on.
+fn tracer() -> Option<&'static opentelemetry_sdk::trace::SdkTracer> {
+    TRACER.get().filter(|_| enabled())
+}
 
-/// The span `make` builds when tracing is on, else a disabled span: with
-/// tracing off the layers' spans cost nothing and the logs are as before.
-#[inline]
-pub fn span(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
-    if enabled() {
-        make()
-    } else {
-        tracing::Span::none()
+/// What a span is, given only when tracing is on: its name and the
+/// attributes known when it starts (a value recorded later costs a visit
+/// of its own).
+pub type Describe = (Cow<'static, str>, Vec<KeyValue>);
+
+/// Where a new [`Scope`]'s parent comes from.
+pub enum Parent<'a> {
+    /// The span current where it starts.
+    Current,
+    /// The caller's `traceparent` (and `tracestate`) when valid; else a
+    /// new trace.
+    Remote(&'a http::HeaderMap),
+    /// A new trace, linked to the span a stored `traceparent` names (work
+    /// that another trace queued).
+    LinkedTo(Option<&'a str>),
+}
+
+/// A span with children: made on the OpenTelemetry API and carried, as
+/// the current context, through the future that does its work
+/// ([`Scope::run`]). Ends when dropped; inert when tracing is off.
+pub struct Scope(Option<Context>);
+
+impl Scope {
+    pub fn start(kind: SpanKind, parent: Parent<'_>, describe: impl FnOnce() -> Describe) -> Scope {
+        let Some(tracer) = tracer() else {
+            return Scope(None);
+        };
+        let mut links = Vec::new();
+        let parent = match parent {
+            Parent::Current => Context::current(),
+            Parent::Remote(headers) if headers.contains_key("traceparent") => {
+                TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers))
+            }
+            Parent::Remote(_) => Context::new(),
+            Parent::LinkedTo(traceparent) => {
+                links.extend(
+                    traceparent
+                        .and_then(span_context_of)
+                        .map(Link::with_context),
+                );
+                Context::new()
+            }
+        };
+        let span = started(tracer, kind, describe(), links, &parent);
+        Scope(Some(parent.with_span(span)))
+    }
+
+    pub fn set_attribute(&self, attribute: impl FnOnce() -> KeyValue) {
+        if let Some(cx) = &self.0 {
+            cx.span().set_attribute(attribute());
+        }
+    }
+
+    /// Marks the span failed (`otel.status_code = ERROR`).
+    pub fn set_error(&self) {
+        if let Some(cx) = &self.0 {
+            cx.span().set_status(Status::error(""));
+        }
+    }
+
+    /// `work` with this span current on every poll: its children, its log
+    /// lines' ids and its outbound `traceparent`s are this span's.
+    pub fn run<F: Future>(&self, work: F) -> Either<WithContext<F>, F> {
+        match &self.0 {
+            Some(cx) => Either::Left(work.with_context(cx.clone())),
+            None => Either::Right(work),
+        }
+    }
+
+    /// `f` with this span current (a log line written after its work).
+    pub fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _current = self.0.as_ref().map(|cx| cx.clone().attach());
+        f()
     }
 }
 
-/// Makes the request's `traceparent` (when valid) the parent of `span`.
-pub fn adopt_remote_parent(span: &tracing::Span, headers: &http::HeaderMap) {
-    if !enabled() || !headers.contains_key("traceparent") {
-        return;
+impl Drop for Scope {
+    fn drop(&mut self) {
+        if let Some(cx) = &self.0 {
+            cx.span().end();
+        }
     }
-    let parent =
-        TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers));
-    if parent.span().span_context().is_valid() {
-        let _ = span.set_parent(parent);
+}
+
+/// A span started now under `parent`.
+fn started(
+    tracer: &opentelemetry_sdk::trace::SdkTracer,
+    kind: SpanKind,
+    (name, attributes): Describe,
+    links: Vec<Link>,
+    parent: &Context,
+) -> opentelemetry_sdk::trace::Span {
+    tracer
+        .span_builder(name)
+        .with_kind(kind)
+        .with_attributes(attributes)
+        .with_links(links)
+        .start_with_context(tracer, parent)
+}
+
+/// `work` carrying the current span into a task of its own (`tokio::spawn`).
+pub fn carry<F: Future>(work: F) -> Either<WithContext<F>, F> {
+    if enabled() {
+        Either::Left(work.with_current_context())
+    } else {
+        Either::Right(work)
     }
+}
+
+/// The span context a `traceparent` names, when valid.
+fn span_context_of(traceparent: &str) -> Option<opentelemetry::trace::SpanContext> {
+    let value = http::HeaderValue::from_str(traceparent).ok()?;
+    let mut headers = http::HeaderMap::new();
+    headers.insert("traceparent", value);
+    let queued =
+        TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(&headers));
+    let queued = queued.span().span_context().clone();
+    queued.is_valid().then_some(queued)
 }
 
 /// Adds the current span's `traceparent` (and `tracestate`) to an outbound
@@ -68,7 +176,7 @@ pub fn inject_current(headers: &mut http::HeaderMap) {
     if !enabled() {
         return;
     }
-    let context = tracing::Span::current().context();
+    let context = Context::current();
     if context.span().span_context().is_valid() {
         TraceContextPropagator::new()
             .inject_context(&context, &mut opentelemetry_http::HeaderInjector(headers));
@@ -89,31 +197,12 @@ pub fn current_traceparent() -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Links `span` to the span a stored `traceparent` names (a new trace that
-/// continues work another one queued).
-pub fn link_to(span: &tracing::Span, traceparent: Option<&str>) {
-    let Some(traceparent) = traceparent.filter(|_| enabled()) else {
-        return;
-    };
-    let Ok(value) = http::HeaderValue::from_str(traceparent) else {
-        return;
-    };
-    let mut headers = http::HeaderMap::new();
-    headers.insert("traceparent", value);
-    let queued =
-        TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(&headers));
-    let queued = queued.span().span_context().clone();
-    if queued.is_valid() {
-        span.add_link(queued);
-    }
-}
-
 /// The ids of the current span, for log lines (`trace_id`, `span_id`).
 pub fn current_ids() -> Option<(String, String)> {
     if !enabled() {
         return None;
     }
-    let context = tracing::Span::current().context();
+    let context = Context::current();
     let span = context.span();
     let ids = span.span_context();
     ids.is_valid()
@@ -121,30 +210,18 @@ pub fn current_ids() -> Option<(String, String)> {
 }
 
 /// A span with no children of its own (a guest call, an outbound HTTP
-/// exchange), made straight on the OpenTelemetry API under the current
-/// `tracing` span. Such a span needs none of what a `tracing` span costs a
-/// turn: no registry entry, nothing entered and left on every poll, no
-/// layer building an OpenTelemetry span beside it (issue 26's 5 % bound).
-/// Ends when dropped; inert when tracing is off.
+/// exchange), under the current span: nothing is carried through a future
+/// for it. Ends when dropped; inert when tracing is off.
 pub struct Leaf(Option<opentelemetry_sdk::trace::Span>);
 
 impl Leaf {
     /// Starts a span now, its name and attributes from `describe`, which
     /// is called only when tracing is on.
-    pub fn start(
-        kind: SpanKind,
-        describe: impl FnOnce() -> (Cow<'static, str>, Vec<KeyValue>),
-    ) -> Leaf {
-        let Some(tracer) = TRACER.get().filter(|_| enabled()) else {
+    pub fn start(kind: SpanKind, describe: impl FnOnce() -> Describe) -> Leaf {
+        let Some(tracer) = tracer() else {
             return Leaf(None);
         };
-        let (name, attributes) = describe();
-        let parent = tracing::Span::current().context();
-        let span = tracer
-            .span_builder(name)
-            .with_kind(kind)
-            .with_attributes(attributes)
-            .start_with_context(tracer, &parent);
+        let span = started(tracer, kind, describe(), Vec::new(), &Context::current());
         Leaf(Some(span))
     }
 
@@ -158,8 +235,7 @@ impl Leaf {
     /// request's headers: the exchange it stands for is its child.
     pub fn inject(&self, headers: &mut http::HeaderMap) {
         if let Some(span) = &self.0 {
-            let context =
-                opentelemetry::Context::new().with_remote_span_context(span.span_context().clone());
+            let context = Context::new().with_remote_span_context(span.span_context().clone());
             TraceContextPropagator::new()
                 .inject_context(&context, &mut opentelemetry_http::HeaderInjector(headers));
         }

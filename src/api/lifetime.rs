@@ -87,7 +87,9 @@ pub async fn run_to_completion(
 
 /// Runs `work` in a task of its own (see the module doc) and waits for it.
 async fn detached(work: impl Future<Output = Response> + Send + 'static) -> Response {
-    let work = tokio::spawn(work.instrument(tracing::Span::current()));
+    let work = tokio::spawn(crate::trace_context::carry(
+        work.instrument(tracing::Span::current()),
+    ));
     match work.await {
         Ok(response) => response,
         // Panics are caught inside (CatchPanicLayer); this is a runtime shutting down.

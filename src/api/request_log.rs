@@ -10,13 +10,15 @@
 //! under the OpenAPI `operationId` of the route that matched (never the raw
 //! path, whose ids would explode the series).
 
+use crate::trace_context::{Parent, Scope};
 use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use std::time::Instant;
 use tracing::Instrument;
-use tracing::field::Empty;
 
 /// A request that matched no route (404 fallback, or the docs UI).
 const UNMATCHED: &str = "unmatched";
@@ -33,41 +35,36 @@ pub async fn request_log(request: Request, next: Next) -> Response {
             .and_then(|route| super::openapi::operation_id(request.method(), route.as_str()))
             .unwrap_or(UNMATCHED)
     });
-    // Every attribute known now is given now: a value recorded later costs
-    // each layer a second visit.
-    let span = if crate::trace_context::enabled() {
+    // The log's span, the same with tracing on or off, and the trace's
+    // server span beside it, every attribute known now given now.
+    let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+    let server = Scope::start(SpanKind::Server, Parent::Remote(request.headers()), || {
         let route = route.as_ref().map_or(UNMATCHED, |r| r.as_str());
-        let span = tracing::info_span!(
-            "request",
-            request_id = %id,
-            method = %request.method(),
-            path = %request.uri().path(),
-            otel.name = %format_args!("{} {route}", request.method()),
-            otel.kind = "server",
-            otel.status_code = Empty,
-            http.request.method = %request.method(),
-            http.route = route,
-            http.response.status_code = Empty,
-            warden.operation = operation.unwrap_or(UNMATCHED),
-        );
-        crate::trace_context::adopt_remote_parent(&span, request.headers());
-        span
-    } else {
-        tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path())
-    };
-    let started = Instant::now();
-    let mut response = next.run(request).instrument(span.clone()).await;
-    let status = response.status().as_u16();
-    span.record("http.response.status_code", i64::from(status));
-    if status >= 500 {
-        span.record("otel.status_code", "ERROR");
-    }
-    span.in_scope(|| {
-        tracing::info!(
-            status,
-            latency_ms = started.elapsed().as_millis() as u64,
-            "request finished"
+        let method = request.method().as_str().to_owned();
+        (
+            format!("{method} {route}").into(),
+            vec![
+                KeyValue::new("http.request.method", method),
+                KeyValue::new("http.route", route.to_owned()),
+                KeyValue::new("warden.operation", operation.unwrap_or(UNMATCHED)),
+            ],
         )
+    });
+    let started = Instant::now();
+    let mut response = server.run(next.run(request).instrument(span.clone())).await;
+    let status = response.status().as_u16();
+    server.set_attribute(|| KeyValue::new("http.response.status_code", i64::from(status)));
+    if status >= 500 {
+        server.set_error();
+    }
+    server.in_scope(|| {
+        span.in_scope(|| {
+            tracing::info!(
+                status,
+                latency_ms = started.elapsed().as_millis() as u64,
+                "request finished"
+            )
+        })
     });
     if let Some(operation) = operation {
         crate::metrics::http_request(operation, status, started.elapsed());

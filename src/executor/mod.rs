@@ -18,6 +18,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
 
+use crate::trace_context::{Parent, Scope};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
+
 use crate::crypto::master_key::Keyring;
 use crate::domain::account::AccountId;
 use crate::domain::capability::CapabilityDefinition;
@@ -30,7 +34,6 @@ use crate::vault;
 use address_guard::{AddressPolicy, AddressRefused, NameLookup, SystemLookup};
 pub use failure::{CallFailure, FailureReason, FailureSummary};
 use outbound::{Exchange, HttpCaller};
-use tracing::Instrument;
 
 /// A capability at one revision, as the executor calls it.
 pub struct CapabilityAtRevision {
@@ -134,38 +137,33 @@ impl Executor {
     /// result) and `warden_capability_calls_total` /
     /// `warden_capability_call_duration_seconds` by kind and outcome.
     pub async fn call(&self, call: Call<'_>) -> CallReport {
-        let span = crate::trace_context::span(|| {
-            tracing::info_span!(
-                target: crate::trace_context::TARGET,
-                "execute_tool",
-                otel.name = %format_args!("execute_tool {}", call.capability.definition.name),
-                gen_ai.operation.name = "execute_tool",
-                gen_ai.tool.name = call.capability.definition.name.as_str(),
-                gen_ai.tool.call.id = %crate::domain::id::random_id("call_"),
-                gen_ai.tool.type = "extension",
-                warden.capability.revision = call.capability.revision,
-                warden.call.kind = call.kind.as_str(),
-                warden.call.outcome = tracing::field::Empty,
-                warden.call.attempts = tracing::field::Empty,
-                error.type = tracing::field::Empty,
+        let span = Scope::start(SpanKind::Internal, Parent::Current, || {
+            let name = call.capability.definition.name.as_str();
+            (
+                format!("execute_tool {name}").into(),
+                vec![
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("gen_ai.tool.name", name.to_owned()),
+                    KeyValue::new("gen_ai.tool.call.id", crate::domain::id::random_id("call_")),
+                    KeyValue::new("gen_ai.tool.type", "extension"),
+                    KeyValue::new("warden.capability.revision", call.capability.revision),
+                    KeyValue::new("warden.call.kind", call.kind.as_str()),
+                ],
             )
         });
         let started = Instant::now();
         let mut timing = CallTiming::default();
         let mut attempts = 0;
-        let outcome = self
-            .run(&call, &mut timing, &mut attempts)
-            .instrument(span.clone())
-            .await;
+        let outcome = span.run(self.run(&call, &mut timing, &mut attempts)).await;
         let word = match &outcome {
             Ok(_) => "succeeded",
             Err(failure) => {
-                span.record("error.type", failure.reason().as_str());
+                span.set_attribute(|| KeyValue::new("error.type", failure.reason().as_str()));
                 failure.reason().as_str()
             }
         };
-        span.record("warden.call.outcome", word);
-        span.record("warden.call.attempts", i64::from(attempts));
+        span.set_attribute(|| KeyValue::new("warden.call.outcome", word));
+        span.set_attribute(|| KeyValue::new("warden.call.attempts", i64::from(attempts)));
         crate::metrics::capability_call(call.kind.as_str(), word, started.elapsed());
         if let Err(failure) = &outcome {
             tracing::info!(capability = %call.capability.id, revision = call.capability.revision,

@@ -15,11 +15,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::trace_context::{Parent, Scope};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use rand::Rng;
 use serde_json::Map;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
-use tracing::Instrument;
 use zeroize::Zeroizing;
 
 use super::access_token;
@@ -102,20 +104,21 @@ impl Worker {
         let seq = message.seq;
         // A trace of its own (the worker is no request's child), linked to
         // the webhook request that queued the message.
-        let span = crate::trace_context::span(|| {
-            tracing::info_span!(
-                target: crate::trace_context::TARGET,
-                parent: None,
-                "platform_message",
-                otel.name = "process platform_message",
-                otel.kind = "consumer",
-                messaging.system = "platform",
-                messaging.operation.type = "process",
-                warden.platform.attempt = message.attempts,
-            )
-        });
-        crate::trace_context::link_to(&span, message.trace_parent.as_deref());
-        let outcome = self.process(owner, &message).instrument(span).await;
+        let span = Scope::start(
+            SpanKind::Consumer,
+            Parent::LinkedTo(message.trace_parent.as_deref()),
+            || {
+                (
+                    "process platform_message".into(),
+                    vec![
+                        KeyValue::new("messaging.system", "platform"),
+                        KeyValue::new("messaging.operation.type", "process"),
+                        KeyValue::new("warden.platform.attempt", message.attempts),
+                    ],
+                )
+            },
+        );
+        let outcome = span.run(self.process(owner, &message)).await;
         let stored = match outcome {
             Ok(()) => Ok(()),
             Err(Failure::Retry(why)) if message.attempts < i64::from(self.policy.max_attempts) => {

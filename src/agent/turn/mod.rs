@@ -43,8 +43,9 @@ mod outcome;
 
 use std::time::Instant;
 
-use tracing::Instrument;
-use tracing::field::Empty;
+use crate::trace_context::{Parent, Scope};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use warden_channel::inbound::InboundMessage;
 
 use super::catalog::Catalog;
@@ -113,30 +114,30 @@ impl Engine {
         account: &AccountId,
         inbound: &InboundMessage,
     ) -> Result<MessageResponse, TurnError> {
-        let span = crate::trace_context::span(|| {
-            tracing::info_span!(
-                target: crate::trace_context::TARGET,
-                "invoke_agent",
-                otel.name = "invoke_agent",
-                gen_ai.operation.name = "invoke_agent",
-                gen_ai.conversation.id = Empty,
-                warden.channel = channel.as_str(),
-                warden.turn.outcome = Empty,
+        let span = Scope::start(SpanKind::Internal, Parent::Current, || {
+            (
+                "invoke_agent".into(),
+                vec![
+                    KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+                    KeyValue::new("warden.channel", channel.as_str()),
+                ],
             )
         });
         let started = Instant::now();
-        let answered = self
-            .run(account, inbound, started)
-            .instrument(span.clone())
-            .await;
+        let answered = span.run(self.run(account, inbound, started)).await;
         let outcome = match &answered {
             Ok((response, reason)) => {
-                span.record("gen_ai.conversation.id", response.conversation_id.as_str());
+                span.set_attribute(|| {
+                    KeyValue::new(
+                        "gen_ai.conversation.id",
+                        response.conversation_id.to_string(),
+                    )
+                });
                 TurnOutcome::of(*reason)
             }
             Err(_) => TurnOutcome::Error,
         };
-        span.record("warden.turn.outcome", outcome.as_str());
+        span.set_attribute(|| KeyValue::new("warden.turn.outcome", outcome.as_str()));
         crate::metrics::turn(channel.as_str(), outcome.as_str(), started.elapsed());
         answered.map(|(response, _)| response)
     }
