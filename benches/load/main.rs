@@ -34,10 +34,12 @@
 //!   instead of this one (an A/B comparison with another commit);
 //! - `WARDEN_BENCH_PROFILE=turn_1`: `perf record` Warden during that
 //!   scenario's 8-connection run, and draw `docs/profile-<scenario>-<db>.svg`;
-//! - `WARDEN_BENCH_COUNT=400`: count that many turns of the observed pair
-//!   in instructions under callgrind (`observed::counted`; 400 in the full
-//!   mode, none in the quick one unless set; 0 for none); the window's
-//!   dumps are kept in `target/callgrind/` for `callgrind_annotate`;
+//! - `WARDEN_BENCH_COUNT=400`: count that many requests in instructions
+//!   under callgrind (`counted.rs`), on a server of their own: the observed
+//!   pair's turns (400 in the full mode even unset, none in the quick mode
+//!   unless set; 0 for none) and, only when set, `turn_1` and
+//!   `capability_test`; the window's dumps are kept in `target/callgrind/`
+//!   for `callgrind_annotate`;
 //! - `WARDEN_BENCH_SMOKE=1` (`make test`, with the quick mode): fail if
 //!   any closed-loop run or soak slice saw an error;
 //! - `WARDEN_BENCH_SOAK=600`: instead of all the above, the soak
@@ -53,6 +55,7 @@
 
 mod callgrind;
 mod conversation;
+mod counted;
 mod drain;
 mod growth;
 mod load;
@@ -144,6 +147,12 @@ impl Config {
             Err(_) if self.quick => 0,
             Err(_) => 400,
         }
+    }
+
+    /// `turn_1` and `capability_test` are counted too (on a server of
+    /// their own) only when `WARDEN_BENCH_COUNT` asks: it adds minutes.
+    fn counts_requests(&self) -> bool {
+        std::env::var_os("WARDEN_BENCH_COUNT").is_some() && self.counted_turns() > 0
     }
 
     fn wants(&self, scenario: &str) -> bool {
@@ -472,6 +481,21 @@ async fn bench() {
         turn("turn_1")
             .sweep(&config.connections, true, &mut rows)
             .await;
+        // Issue 28's requests counted in instructions, when asked for.
+        if config.counts_requests() {
+            let at = counted::At {
+                exe: &warden_exe,
+                database_url: &database.url,
+                work,
+                backend,
+            };
+            for (scenario, spec) in [("capability_test", &test_spec), ("turn_1", &turn_spec)] {
+                if config.wants(scenario) {
+                    let turns = config.counted_turns();
+                    counted.extend(counted::count(&at, scenario, spec, false, turns).await);
+                }
+            }
+        }
         if config.wants("past_capacity") {
             for (scenario, spec) in [("capability_test", &test_spec), ("turn_1", &turn_spec)] {
                 // Capacity: what 8 connections sustained in this run.
@@ -575,7 +599,7 @@ async fn bench() {
     }
     let mut text = report::markdown(&rows, &config, &load_before, &load_after, started_at);
     if !counted.is_empty() {
-        text += &observed::counted_markdown(&counted);
+        text += &counted::markdown(&counted);
     }
     if !overloads.is_empty() {
         text += &overload::markdown(&overloads, overload_high, overload_low);

@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::callgrind::Callgrind;
+use crate::counted::{self, Count};
 use crate::load::{Measured, RequestSpec};
 use crate::procs::{self, Proc};
 use crate::report::{Mode, Row};
@@ -30,11 +30,11 @@ fn rounds(config: &Config) -> usize {
 const SLICE: Duration = Duration::from_secs(2);
 
 /// A server of the pair and what feeds on it; dropped, all stop.
-struct Server {
-    warden: Proc,
-    base: String,
+pub struct Server {
+    pub warden: Proc,
+    pub base: String,
     /// The metrics scrape's address, when metrics are on.
-    metrics: Option<String>,
+    pub metrics: Option<String>,
     _collector: Option<Proc>,
     scraper: Option<tokio::task::JoinHandle<()>>,
 }
@@ -166,7 +166,7 @@ async fn start(
 }
 
 /// A server of the pair run by `wrapper` (see [`Proc::warden_under`]).
-async fn start_under(
+pub async fn start_under(
     wrapper: &[String],
     exe: &Path,
     database_url: &str,
@@ -234,33 +234,8 @@ async fn start_under(
 }
 
 /// The pair's question asked of a measure that does not move with the
-/// machine: instructions per turn, counted by callgrind, on each server of
-/// the pair in turn (see `callgrind.rs` for what it leaves out).
-pub struct Counted {
-    pub backend: &'static str,
-    pub turns: usize,
-    pub unobserved: f64,
-    pub observed: f64,
-}
-
-impl Counted {
-    pub fn extra(&self) -> f64 {
-        self.observed / self.unobserved - 1.0
-    }
-}
-
-/// Clients sending the counted turns at once (each waits for its answer).
-const COUNTED_CLIENTS: usize = 4;
-
-/// The trace exporter's schedule (`OTEL_BSP_SCHEDULE_DELAY`'s default, 5 s)
-/// and a margin: waited after the window, so the spans of its last turns
-/// are exported inside it. Both servers wait alike.
-const EXPORT_SETTLE: Duration = Duration::from_secs(8);
-
-/// Instructions per turn on the unobserved and the observed server, each
-/// started under callgrind, warmed, then counted over a window of turns
-/// (the observed one scraped once in it, its spans exported in it). None,
-/// with a word, without valgrind.
+/// machine: instructions per turn on each server of the pair in turn,
+/// counted by callgrind (`counted.rs`).
 pub async fn counted(
     exe: &Path,
     database_url: &str,
@@ -268,110 +243,16 @@ pub async fn counted(
     backend: &'static str,
     turn: &RequestSpec,
     config: &Config,
-) -> Option<Counted> {
-    if !Callgrind::available() {
-        println!("valgrind is not installed: instructions per turn not counted");
-        return None;
-    }
-    let turns = config.counted_turns();
-    let mut per_turn = [0.0; 2];
-    for (watched, slot) in [(false, 0), (true, 1)] {
-        let name = format!(
-            "{backend}-{}",
-            if watched { "observed" } else { "unobserved" }
-        );
-        let counter = Callgrind::new(work, &name);
-        // Scraped once in the window below, not every second: the server
-        // runs tens of times slower, and a scrape a second would weigh on
-        // each turn tens of times more than it does outside callgrind.
-        let hour = Duration::from_secs(3600);
-        let server = start_under(
-            &counter.wrapper(),
+) -> Vec<Count> {
+    let mut counts = Vec::new();
+    for (scenario, watched) in [("turn_1_unobserved", false), ("turn_1_observed", true)] {
+        let at = counted::At {
             exe,
             database_url,
             work,
             backend,
-            watched,
-            hour,
-        )
-        .await;
-        let mut spec = turn.clone();
-        spec.url = format!("{}/v1/channels/http/messages", server.base);
-        // Warm: every pooled connection has prepared the turn's statements,
-        // the catalog, planner index and verdicts are cached.
-        send_turns(&spec, turns.min(64)).await;
-        tokio::time::sleep(EXPORT_SETTLE).await;
-        counter.dump(server.warden.pid());
-        send_turns(&spec, turns).await;
-        if let Some(metrics) = &server.metrics {
-            // An older build (`WARDEN_BENCH_WARDEN_EXE`) may have no listener.
-            if let Ok(scrape) = reqwest::get(metrics).await {
-                let _ = scrape.bytes().await;
-            }
-        }
-        tokio::time::sleep(EXPORT_SETTLE).await;
-        let window = counter.dump(server.warden.pid());
-        let instructions = window.instructions;
-        // Kept for `callgrind_annotate`: where the instructions went.
-        let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/callgrind");
-        std::fs::create_dir_all(&kept).unwrap();
-        std::fs::copy(&window.path, kept.join(format!("{name}.out"))).unwrap();
-        per_turn[slot] = instructions as f64 / turns as f64;
-        println!(
-            "{name}: {instructions} instructions in {turns} turns, {:.0} per turn (callgrind)",
-            per_turn[slot]
-        );
+        };
+        counts.extend(counted::count(&at, scenario, turn, watched, config.counted_turns()).await);
     }
-    Some(Counted {
-        backend,
-        turns,
-        unobserved: per_turn[0],
-        observed: per_turn[1],
-    })
-}
-
-/// `count` turns from [`COUNTED_CLIENTS`] clients; each must succeed.
-async fn send_turns(spec: &RequestSpec, count: usize) {
-    let client = reqwest::Client::new();
-    let mut clients = tokio::task::JoinSet::new();
-    for c in 0..COUNTED_CLIENTS {
-        let (spec, client) = (spec.clone(), client.clone());
-        let mine = count / COUNTED_CLIENTS + usize::from(c < count % COUNTED_CLIENTS);
-        clients.spawn(async move {
-            for _ in 0..mine {
-                let response = spec.request(&client).send().await.unwrap();
-                let status = response.status();
-                let body = response.text().await.unwrap_or_default();
-                assert!(status.is_success(), "counted turn: {status} {body}");
-            }
-        });
-    }
-    while let Some(done) = clients.join_next().await {
-        done.unwrap();
-    }
-}
-
-/// The counted pair as a table for docs/benchmarks.md.
-pub fn counted_markdown(counted: &[Counted]) -> String {
-    use std::fmt::Write;
-    let mut s = String::from(
-        "
-The same turn counted in instructions (callgrind, user space only: \
-         repeatable whatever else the machine runs; see \"What watching costs\"):\n\n\
-         | db | turns counted | instructions/turn, both off | metrics and tracing on | added | ≤ 5 % |\n\
-         |---|---:|---:|---:|---:|---|\n",
-    );
-    for c in counted {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.0} | {:.0} | {:+.1} % | {} |",
-            c.backend,
-            c.turns,
-            c.unobserved,
-            c.observed,
-            c.extra() * 100.0,
-            if c.extra() <= 0.05 { "yes" } else { "**no**" }
-        );
-    }
-    s
+    counts
 }
