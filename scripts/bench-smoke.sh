@@ -12,6 +12,8 @@ scripts/ensure-bench-tools.sh
 export WARDEN_BENCH_QUICK=1 WARDEN_BENCH_SMOKE=1
 echo "bench-smoke: the load benchmark (quick: relay, contract test, MCP call, turn, observed turn, past capacity; SQLite and PostgreSQL)"
 WARDEN_BENCH_ONLY=relay,capability_test,mcp_call,turn_1,turn_1_observed,past_capacity cargo test --quiet --bench load
+echo "bench-smoke: the observed pair counted in instructions under callgrind (4 turns, SQLite)"
+WARDEN_BENCH_COUNT=4 WARDEN_BENCH_BACKENDS=sqlite WARDEN_BENCH_ONLY=turn_1_observed cargo test --quiet --bench load
 echo "bench-smoke: the soak (two 5 s slices, SQLite)"
 WARDEN_BENCH_SOAK=10 WARDEN_BENCH_BACKENDS=sqlite cargo test --quiet --bench load
 echo "bench-smoke: the growth run (tiny sizes, SQLite)"

@@ -18,7 +18,12 @@ use sha2::{Digest, Sha256};
 pub const KEY_LEN: usize = 32;
 
 #[derive(Clone)]
-pub struct MasterKey([u8; KEY_LEN]);
+pub struct MasterKey {
+    key: [u8; KEY_LEN],
+    /// [`MasterKey::id`], computed once: every sealed value opened names
+    /// its key by id, and hashing the key for each was a turn's cost.
+    id: String,
+}
 
 impl fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -27,23 +32,28 @@ impl fmt::Debug for MasterKey {
 }
 
 impl MasterKey {
+    fn of(key: [u8; KEY_LEN]) -> Self {
+        let digest = Sha256::new()
+            .chain_update(b"warden master key id v1")
+            .chain_update(key)
+            .finalize();
+        let id = format!("mk_{}", super::api_key::hex(&digest[..8]));
+        MasterKey { key, id }
+    }
+
     pub fn bytes(&self) -> &[u8; KEY_LEN] {
-        &self.0
+        &self.key
     }
 
     /// A stable, non-secret identifier: a truncated hash of the key.
     pub fn id(&self) -> String {
-        let digest = Sha256::new()
-            .chain_update(b"warden master key id v1")
-            .chain_update(self.0)
-            .finalize();
-        format!("mk_{}", super::api_key::hex(&digest[..8]))
+        self.id.clone()
     }
 
     pub fn generate() -> Self {
         let mut key = [0u8; KEY_LEN];
         rand::rngs::OsRng.fill_bytes(&mut key);
-        Self(key)
+        Self::of(key)
     }
 
     pub fn from_base64(text: &str) -> anyhow::Result<Self> {
@@ -53,11 +63,11 @@ impl MasterKey {
         let key: [u8; KEY_LEN] = bytes.try_into().map_err(|b: Vec<u8>| {
             anyhow::anyhow!("the master key must be {KEY_LEN} bytes, got {}", b.len())
         })?;
-        Ok(Self(key))
+        Ok(Self::of(key))
     }
 
     fn to_base64(&self) -> String {
-        STANDARD.encode(self.0)
+        STANDARD.encode(self.key)
     }
 }
 
@@ -80,7 +90,7 @@ impl Keyring {
     pub fn find(&self, id: &str) -> Option<&MasterKey> {
         std::iter::once(&self.current)
             .chain(&self.previous)
-            .find(|k| k.id() == id)
+            .find(|k| k.id == id)
     }
 }
 

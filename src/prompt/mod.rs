@@ -41,7 +41,7 @@ impl PromptChannel {
         mac.update(integration.as_bytes());
         mac.update(b"\x00");
         mac.update(ip.as_bytes());
-        hex(&mac.finalize().into_bytes())
+        crate::crypto::api_key::hex(&mac.finalize().into_bytes())
     }
 }
 
@@ -55,11 +55,7 @@ pub fn client_key(master: &MasterKey) -> [u8; 32] {
 
 /// A challenge token as stored: its SHA-256, never the token.
 pub fn token_hash(token: &str) -> String {
-    hex(&Sha256::digest(token.as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::crypto::api_key::hex(&Sha256::digest(token.as_bytes()))
 }
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
