@@ -449,6 +449,13 @@ async fn bench() {
             database.drop().await;
             continue;
         }
+        // Where a server counted in instructions runs (`counted.rs`).
+        let at = counted::At {
+            exe: &warden_exe,
+            database_url: &database.url,
+            work,
+            backend,
+        };
         let target = |scenario, spec| Target {
             scenario,
             backend,
@@ -483,12 +490,6 @@ async fn bench() {
             .await;
         // Issue 28's requests counted in instructions, when asked for.
         if config.counts_requests() {
-            let at = counted::At {
-                exe: &warden_exe,
-                database_url: &database.url,
-                work,
-                backend,
-            };
             for (scenario, spec) in [("capability_test", &test_spec), ("turn_1", &turn_spec)] {
                 if config.wants(scenario) {
                     let turns = config.counted_turns();
@@ -539,17 +540,7 @@ async fn bench() {
                 .await,
             );
             if config.counted_turns() > 0 {
-                counted.extend(
-                    observed::counted(
-                        &warden_exe,
-                        &database.url,
-                        work,
-                        backend,
-                        &turn_spec,
-                        &config,
-                    )
-                    .await,
-                );
+                counted.extend(observed::counted(&at, &turn_spec, &config).await);
             }
         }
         if config.wants("conversation_5") {

@@ -236,23 +236,10 @@ pub async fn start_under(
 /// The pair's question asked of a measure that does not move with the
 /// machine: instructions per turn on each server of the pair in turn,
 /// counted by callgrind (`counted.rs`).
-pub async fn counted(
-    exe: &Path,
-    database_url: &str,
-    work: &Path,
-    backend: &'static str,
-    turn: &RequestSpec,
-    config: &Config,
-) -> Vec<Count> {
+pub async fn counted(at: &counted::At<'_>, turn: &RequestSpec, config: &Config) -> Vec<Count> {
     let mut counts = Vec::new();
     for (scenario, watched) in [("turn_1_unobserved", false), ("turn_1_observed", true)] {
-        let at = counted::At {
-            exe,
-            database_url,
-            work,
-            backend,
-        };
-        counts.extend(counted::count(&at, scenario, turn, watched, config.counted_turns()).await);
+        counts.extend(counted::count(at, scenario, turn, watched, config.counted_turns()).await);
     }
     counts
 }
