@@ -18,7 +18,7 @@
 use metrics::{Counter, Histogram};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::{LazyLock, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -177,8 +177,10 @@ fn describe() {
 /// The handles of one family's series, by label values: the recorder's
 /// look-up (a key built with its labels, hashed, found under a lock) runs
 /// once per series instead of on every request, turn and guest call. The
-/// labels are closed sets (above), so each cache stays small.
-struct Handles<T>(LazyLock<RwLock<HashMap<[&'static str; 2], T>>>);
+/// labels are closed sets (above), so each cache stays small. Hashed with
+/// FxHash: the keys are the code's own label values, never a caller's, and
+/// SipHash was a third of a recording.
+struct Handles<T>(LazyLock<RwLock<FxHashMap<[&'static str; 2], T>>>);
 
 impl<T: Clone> Handles<T> {
     const fn new() -> Self {

@@ -37,7 +37,7 @@ impl MasterKey {
             .chain_update(b"warden master key id v1")
             .chain_update(key)
             .finalize();
-        let id = format!("mk_{}", super::api_key::hex(&digest[..8]));
+        let id = format!("mk_{}", super::hex::encode(&digest[..8]));
         MasterKey { key, id }
     }
 

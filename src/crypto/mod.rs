@@ -2,5 +2,6 @@
 //! encrypts stored secrets at rest (`sealed`).
 
 pub mod api_key;
+pub mod hex;
 pub mod master_key;
 pub mod sealed;

@@ -32,7 +32,7 @@ pub fn request_hash(operation: &str, body: &Value) -> String {
         .chain_update([0u8])
         .chain_update(canonical.as_bytes())
         .finalize();
-    crate::crypto::api_key::hex(&digest)
+    crate::crypto::hex::encode(&digest)
 }
 
 fn write_canonical(value: &Value, out: &mut String) {

@@ -145,7 +145,7 @@ fn mac(key: &[u8], data: &[u8]) -> Vec<u8> {
 pub fn sign(app_secret: &str, body: &[u8]) -> String {
     format!(
         "{SIGNATURE_PREFIX}{}",
-        crate::crypto::api_key::hex(&mac(app_secret.as_bytes(), body))
+        crate::crypto::hex::encode(&mac(app_secret.as_bytes(), body))
     )
 }
 

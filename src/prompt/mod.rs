@@ -41,7 +41,7 @@ impl PromptChannel {
         mac.update(integration.as_bytes());
         mac.update(b"\x00");
         mac.update(ip.as_bytes());
-        crate::crypto::api_key::hex(&mac.finalize().into_bytes())
+        crate::crypto::hex::encode(&mac.finalize().into_bytes())
     }
 }
 
@@ -55,7 +55,7 @@ pub fn client_key(master: &MasterKey) -> [u8; 32] {
 
 /// A challenge token as stored: its SHA-256, never the token.
 pub fn token_hash(token: &str) -> String {
-    crate::crypto::api_key::hex(&Sha256::digest(token.as_bytes()))
+    crate::crypto::hex::encode(&Sha256::digest(token.as_bytes()))
 }
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;

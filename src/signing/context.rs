@@ -31,7 +31,7 @@ pub fn user_subject(salt: &str, user_id: &str) -> String {
     mac.update(user_id.as_bytes());
     format!(
         "usr_{}",
-        crate::crypto::api_key::hex(&mac.finalize().into_bytes()[..16])
+        crate::crypto::hex::encode(&mac.finalize().into_bytes()[..16])
     )
 }
 

@@ -2,7 +2,7 @@
 
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
-use crate::crypto::api_key::hex;
+use crate::crypto::hex;
 
 pub use crate::domain::account::AccountId;
 
@@ -127,5 +127,5 @@ fn random_hex(bytes: usize) -> String {
     use rand::RngCore;
     let mut buffer = vec![0u8; bytes];
     rand::rngs::OsRng.fill_bytes(&mut buffer);
-    hex(&buffer)
+    hex::encode(&buffer)
 }

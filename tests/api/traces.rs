@@ -6,6 +6,7 @@
 //! `chat` spans share its trace id, each under the one above it; the host
 //! endpoint received a `traceparent` of that trace naming the client span;
 //! the RFC 9421 signature still verifies with the independent `httpsig`;
+//! every export carries the collector's `OTEL_EXPORTER_OTLP_HEADERS`;
 //! JSON log lines inside the trace carry its ids; and no exported byte
 //! holds the message text, the arguments, the result or a secret.
 //! A platform delivery: the worker's turn is a trace of its own, linked to
@@ -44,6 +45,8 @@ const MESSAGE: &str = "¿Dónde está mi pedido A-1001? Mi nombre es Lucía Mars
 const MODEL_REPLY: &str = "Tu pedido viaja con TRANSPORTES-ZAFIRO hoy mismo.";
 const ENDPOINT_TOKEN: &str = "endpoint-token-trace-7d1f";
 const INFERENCE_KEY: &str = "sk-inference-trace-93ab";
+/// What the collector asks for in a header (`OTEL_EXPORTER_OTLP_HEADERS`).
+const COLLECTOR_TOKEN: &str = "collector token/41";
 
 /// One export request as received: decoded, and its bytes.
 type Export = (ExportTraceServiceRequest, Vec<u8>);
@@ -52,22 +55,31 @@ type Export = (ExportTraceServiceRequest, Vec<u8>);
 struct Receiver {
     base: String,
     requests: Arc<Mutex<Vec<Export>>>,
+    /// Each request's `x-collector-token` header.
+    tokens: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl Receiver {
     async fn start() -> Receiver {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let log = requests.clone();
+        let tokens = Arc::new(Mutex::new(Vec::new()));
+        let seen = tokens.clone();
         let app = axum::Router::new().route(
             "/v1/traces",
             axum::routing::post(
                 move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
                     let log = log.clone();
+                    let tokens = seen.clone();
                     async move {
                         assert_eq!(
                             headers.get("content-type").unwrap(),
                             "application/x-protobuf"
                         );
+                        let token = headers
+                            .get("x-collector-token")
+                            .map(|v| v.to_str().unwrap().to_owned());
+                        tokens.lock().unwrap().push(token);
                         let decoded = ExportTraceServiceRequest::decode(body.as_ref())
                             .expect("an OTLP protobuf export request");
                         log.lock().unwrap().push((decoded, body.to_vec()));
@@ -82,7 +94,11 @@ impl Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Receiver { base, requests }
+        Receiver {
+            base,
+            requests,
+            tokens,
+        }
     }
 
     fn spans(&self) -> Vec<Span> {
@@ -160,6 +176,10 @@ fn otel_env<'a>(receiver: &'a str, model: &'a str) -> Vec<(&'a str, &'a str)> {
         ("WARDEN_DEV_ALLOW_LOOPBACK", "1"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "x-collector-token=collector%20token%2F41",
+        ),
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
         ("WARDEN_INFERENCE_URL", model),
         ("WARDEN_INFERENCE_MODEL", "fake-model"),
@@ -314,6 +334,18 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
             .and_then(|kv| kv.value.as_ref()?.value.clone())
     };
     assert_eq!(service, Some(AnyValue::StringValue("warden".into())));
+    // Every export carried the collector's header, percent-decoded.
+    let tokens = receiver.tokens.lock().unwrap().clone();
+    assert!(!tokens.is_empty());
+    assert!(
+        tokens.iter().all(|t| t.as_deref() == Some(COLLECTOR_TOKEN)),
+        "{tokens:?}"
+    );
+    // The caller's `tracestate` travels on with its trace.
+    assert_eq!(
+        endpoint.last().headers["tracestate"].to_str().unwrap(),
+        "vendor=opaque"
+    );
 
     // The endpoint got the trace, naming the client span; the signature
     // over the request still verifies with the independent implementation.

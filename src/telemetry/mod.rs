@@ -4,13 +4,18 @@
 //! Traces: OpenTelemetry spans made by `trace_context` (not from the logs'
 //! `tracing` spans), exported over OTLP/HTTP (protobuf) when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, configured by the standard
-//! `OTEL_*` variables; off otherwise.
+//! `OTEL_*` variables (`otlp`); off otherwise.
 //!
 //! Export never slows a request: finished spans go into a bounded queue that
 //! a batch processor drains on its own thread (with the blocking HTTP
 //! client, never on the server's runtime); a span that finds the queue full,
 //! or whose batch the collector refused or did not take in time, is dropped
 //! and counted in `warden_trace_spans_dropped_total`.
+
+mod otlp;
+mod otlp_wire;
+
+pub use otlp::{OtlpSettings, otlp_settings};
 
 use crate::cli::{LogArgs, LogFormat};
 use anyhow::Context as _;
@@ -20,6 +25,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, Span, SpanData, SpanExporter,
     SpanProcessor,
 };
+use otlp::OtlpExporter;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,65 +49,6 @@ impl Drop for Telemetry {
             let _ = provider.shutdown_with_timeout(Duration::from_secs(3));
         }
     }
-}
-
-/// Where and how traces go, from the standard variables.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OtlpSettings {
-    pub service_name: String,
-    /// Spans waiting for export at most (`OTEL_BSP_MAX_QUEUE_SIZE`).
-    pub max_queue: usize,
-}
-
-/// Reads the `OTEL_*` variables: `None` when no endpoint is set (or
-/// `OTEL_SDK_DISABLED=true`), an error for a protocol this build does not
-/// speak or an endpoint that is not a URL.
-pub fn otlp_settings(var: impl Fn(&str) -> Option<String>) -> anyhow::Result<Option<OtlpSettings>> {
-    let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
-    if var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
-        return Ok(None);
-    }
-    let endpoint = match var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-        Some(endpoint) => ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint),
-        None => match var("OTEL_EXPORTER_OTLP_ENDPOINT") {
-            Some(endpoint) => ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
-            None => return Ok(None),
-        },
-    };
-    let parsed = url::Url::parse(endpoint.1.trim())
-        .with_context(|| format!("{} {:?} is not a URL", endpoint.0, endpoint.1))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        anyhow::bail!("{} {:?} must be http(s)", endpoint.0, endpoint.1);
-    }
-    for name in [
-        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-        "OTEL_EXPORTER_OTLP_PROTOCOL",
-    ] {
-        if let Some(protocol) = var(name) {
-            if protocol.trim() != "http/protobuf" {
-                anyhow::bail!(
-                    "{name} {protocol:?} is not supported: Warden exports traces as http/protobuf \
-                     (set {name}=http/protobuf, or unset it)"
-                );
-            }
-            break;
-        }
-    }
-    let max_queue = match var("OTEL_BSP_MAX_QUEUE_SIZE") {
-        Some(size) => size
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .with_context(|| {
-                format!("OTEL_BSP_MAX_QUEUE_SIZE {size:?} is not a positive number")
-            })?,
-        None => 2048,
-    };
-    Ok(Some(OtlpSettings {
-        service_name: var("OTEL_SERVICE_NAME").unwrap_or_else(|| "warden".into()),
-        max_queue,
-    }))
 }
 
 /// Installs logging, and tracing when `traces` is set (`warden serve` with
@@ -143,11 +90,7 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
 }
 
 fn tracer_provider(settings: &OtlpSettings) -> anyhow::Result<SdkTracerProvider> {
-    // The endpoint, headers and timeout come from the OTEL_* variables.
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .build()
-        .context("cannot build the OTLP/HTTP trace exporter")?;
+    let exporter = OtlpExporter::new(settings)?;
     let gate = Arc::new(QueueGate {
         pending: AtomicUsize::new(0),
         limit: settings.max_queue,
@@ -221,7 +164,7 @@ impl SpanProcessor for GatedProcessor {
 /// The OTLP exporter, counting the spans of every batch it could not deliver.
 #[derive(Debug)]
 struct CountingExporter {
-    inner: opentelemetry_otlp::SpanExporter,
+    inner: OtlpExporter,
     gate: Arc<QueueGate>,
 }
 
