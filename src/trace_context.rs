@@ -139,14 +139,21 @@ impl Drop for Scope {
     }
 }
 
+/// The most attributes a span of Warden's is given after it starts.
+const ATTRIBUTES_SET_LATER: usize = 3;
+
 /// A span started now under `parent`.
 fn started(
     tracer: &opentelemetry_sdk::trace::SdkTracer,
     kind: SpanKind,
-    (name, attributes): Describe,
+    (name, mut attributes): Describe,
     links: Vec<Link>,
     parent: &Context,
 ) -> opentelemetry_sdk::trace::Span {
+    // Room for what is known only at the end (status, outcome, attempts,
+    // conversation): the span keeps this vector, and growing it under the
+    // span's lock was a copy and a reallocation each.
+    attributes.reserve(ATTRIBUTES_SET_LATER);
     tracer
         .span_builder(name)
         .with_kind(kind)

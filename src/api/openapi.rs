@@ -276,27 +276,44 @@ pub fn document_json() -> &'static str {
     })
 }
 
-/// The OpenAPI `operationId` of a routed request, by its method and the
-/// route that matched it (`MatchedPath`, never the raw path): the HTTP
-/// metrics' `operation` label and the server span's name. A HEAD request
-/// is its GET operation. Built once from the document.
-pub fn operation_id(method: &axum::http::Method, route: &str) -> Option<&'static str> {
-    type Operations = std::collections::HashMap<&'static str, Vec<(String, &'static str)>>;
+/// One operation of the document, with the names the HTTP layer gives a
+/// request routed to it, made once: the server span's name and attributes
+/// are then borrowed, not built for every request.
+#[derive(Debug)]
+pub struct Operation {
+    /// The `operationId`: the HTTP metrics' `operation` label.
+    pub id: &'static str,
+    /// Upper case, as on the wire.
+    pub method: &'static str,
+    /// The route as routed (`/v1/capabilities/{id}`), never a raw path.
+    pub route: &'static str,
+    /// `{method} {route}`, the server span's name.
+    pub span_name: &'static str,
+}
+
+/// The operation of a routed request, by its method and the route that
+/// matched it (`MatchedPath`, never the raw path). A HEAD request is its GET
+/// operation. Built once from the document.
+pub fn operation(method: &axum::http::Method, route: &str) -> Option<&'static Operation> {
+    type Operations = std::collections::HashMap<&'static str, Vec<Operation>>;
     static OPERATIONS: OnceLock<Operations> = OnceLock::new();
     let operations = OPERATIONS.get_or_init(|| {
         let document: serde_json::Value = serde_json::from_str(document_json()).unwrap_or_default();
         let mut operations = Operations::new();
+        // The document's paths and operations are fixed at compile time:
+        // leaking their text once is bounded.
+        let leak = |text: String| -> &'static str { Box::leak(text.into_boxed_str()) };
         for (path, methods) in document["paths"].as_object().into_iter().flatten() {
-            // The document's paths and operations are fixed at compile
-            // time: leaking their text once is bounded.
-            let path: &'static str = Box::leak(path.clone().into_boxed_str());
+            let route = leak(path.clone());
             for (method, operation) in methods.as_object().into_iter().flatten() {
                 if let Some(id) = operation["operationId"].as_str() {
-                    let id: &'static str = Box::leak(id.to_owned().into_boxed_str());
-                    operations
-                        .entry(path)
-                        .or_default()
-                        .push((method.to_ascii_uppercase(), id));
+                    let method = method.to_ascii_uppercase();
+                    operations.entry(route).or_default().push(Operation {
+                        id: leak(id.to_owned()),
+                        span_name: leak(format!("{method} {route}")),
+                        method: leak(method),
+                        route,
+                    });
                 }
             }
         }
@@ -310,8 +327,7 @@ pub fn operation_id(method: &axum::http::Method, route: &str) -> Option<&'static
     operations
         .get(route)?
         .iter()
-        .find(|(m, _)| m == method)
-        .map(|(_, id)| *id)
+        .find(|operation| operation.method == method)
 }
 
 /// `GET /openapi.json`.

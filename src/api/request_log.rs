@@ -17,6 +17,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
+use std::borrow::Cow;
 use std::time::Instant;
 use tracing::Instrument;
 
@@ -29,24 +30,41 @@ pub async fn request_log(request: Request, next: Next) -> Response {
     let route = observed
         .then(|| request.extensions().get::<MatchedPath>().cloned())
         .flatten();
-    let operation = observed.then(|| {
-        route
-            .as_ref()
-            .and_then(|route| super::openapi::operation_id(request.method(), route.as_str()))
-            .unwrap_or(UNMATCHED)
-    });
+    let operation = observed
+        .then(|| {
+            route
+                .as_ref()
+                .and_then(|route| super::openapi::operation(request.method(), route.as_str()))
+        })
+        .flatten();
     // The log's span, the same with tracing on or off, and the trace's
     // server span beside it, every attribute known now given now.
     let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
     let server = Scope::start(SpanKind::Server, Parent::Remote(request.headers()), || {
-        let route = route.as_ref().map_or(UNMATCHED, |r| r.as_str());
-        let method = request.method().as_str().to_owned();
+        let (name, method, route): (Cow<'static, str>, Cow<'static, str>, Cow<'static, str>) =
+            match operation {
+                // The usual case: every name made once, with the document.
+                Some(operation) if request.method().as_str() == operation.method => (
+                    operation.span_name.into(),
+                    operation.method.into(),
+                    operation.route.into(),
+                ),
+                _ => {
+                    let route = route.as_ref().map_or(UNMATCHED, |r| r.as_str()).to_owned();
+                    let method = request.method().as_str().to_owned();
+                    (
+                        format!("{method} {route}").into(),
+                        method.into(),
+                        route.into(),
+                    )
+                }
+            };
         (
-            format!("{method} {route}").into(),
+            name,
             vec![
                 KeyValue::new("http.request.method", method),
-                KeyValue::new("http.route", route.to_owned()),
-                KeyValue::new("warden.operation", operation.unwrap_or(UNMATCHED)),
+                KeyValue::new("http.route", route),
+                KeyValue::new("warden.operation", operation.map_or(UNMATCHED, |o| o.id)),
             ],
         )
     });
@@ -66,7 +84,8 @@ pub async fn request_log(request: Request, next: Next) -> Response {
             )
         })
     });
-    if let Some(operation) = operation {
+    if observed {
+        let operation = operation.map_or(UNMATCHED, |o| o.id);
         crate::metrics::http_request(operation, status, started.elapsed());
     }
     if let Ok(value) = HeaderValue::from_str(&id) {

@@ -93,9 +93,9 @@ impl HttpCaller {
     pub async fn exchange(&self, exchange: Exchange<'_>) -> Result<serde_json::Value, CallFailure> {
         use opentelemetry::KeyValue;
         let mut span = Leaf::start(opentelemetry::trace::SpanKind::Client, || {
-            let method = exchange.method.as_str().to_owned();
+            let method = method_name(&exchange.method);
             (
-                method.clone().into(),
+                method.clone(),
                 vec![
                     KeyValue::new("http.request.method", method),
                     KeyValue::new(
@@ -211,4 +211,18 @@ fn classify(err: reqwest::Error) -> CallFailure {
     // The only deadline inside the client is the connect time-out: the
     // endpoint could not be reached. The call's own deadline is `exchange`'s.
     CallFailure::ConnectFailed
+}
+
+/// A method's name, borrowed for the methods a capability can use (the
+/// client span's name and `http.request.method`, on every call).
+fn method_name(method: &reqwest::Method) -> std::borrow::Cow<'static, str> {
+    use reqwest::Method;
+    match *method {
+        Method::GET => "GET".into(),
+        Method::POST => "POST".into(),
+        Method::PUT => "PUT".into(),
+        Method::PATCH => "PATCH".into(),
+        Method::DELETE => "DELETE".into(),
+        _ => method.as_str().to_owned().into(),
+    }
 }

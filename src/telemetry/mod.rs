@@ -7,28 +7,24 @@
 //! `OTEL_*` variables (`otlp`); off otherwise.
 //!
 //! Export never slows a request: finished spans go into a bounded queue that
-//! a batch processor drains on its own thread (with the blocking HTTP
-//! client, never on the server's runtime); a span that finds the queue full,
+//! a batch processor (`batch`) drains on its own thread (with the blocking
+//! HTTP client, never on the server's runtime); a span that finds the queue full,
 //! or whose batch the collector refused or did not take in time, is dropped
 //! and counted in `warden_trace_spans_dropped_total`.
 
+mod batch;
 mod otlp;
 mod otlp_wire;
 
-pub use otlp::{OtlpSettings, otlp_settings};
+pub use otlp::{BatchSettings, OtlpSettings, otlp_settings};
 
 use crate::cli::{LogArgs, LogFormat};
 use anyhow::Context as _;
+use batch::BatchProcessor;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, Span, SpanData, SpanExporter,
-    SpanProcessor,
-};
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use otlp::OtlpExporter;
 use std::io::IsTerminal;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tracing_subscriber::fmt::format::{Format, Json, JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent};
@@ -91,105 +87,15 @@ pub fn init(args: &LogArgs, traces: Option<OtlpSettings>) -> anyhow::Result<Tele
 
 fn tracer_provider(settings: &OtlpSettings) -> anyhow::Result<SdkTracerProvider> {
     let exporter = OtlpExporter::new(settings)?;
-    let gate = Arc::new(QueueGate {
-        pending: AtomicUsize::new(0),
-        limit: settings.max_queue,
-    });
-    let batches = BatchSpanProcessor::builder(CountingExporter {
-        inner: exporter,
-        gate: gate.clone(),
-    })
-    // The gate admits at most `limit` spans, so the processor's own queue
-    // (the same size) never drops one uncounted.
-    .with_batch_config(
-        BatchConfigBuilder::default()
-            .with_max_queue_size(settings.max_queue)
-            .build(),
-    )
-    .build();
+    let batches = BatchProcessor::start(exporter, settings.batch.clone())
+        .context("cannot start the trace export thread")?;
     let resource = opentelemetry_sdk::Resource::builder()
         .with_service_name(settings.service_name.clone())
         .build();
     Ok(SdkTracerProvider::builder()
         .with_resource(resource)
-        .with_span_processor(GatedProcessor {
-            inner: batches,
-            gate,
-        })
+        .with_span_processor(batches)
         .build())
-}
-
-/// Spans handed to the batch processor and not yet exported (or dropped).
-#[derive(Debug)]
-struct QueueGate {
-    pending: AtomicUsize,
-    limit: usize,
-}
-
-/// Admits a finished span into the export queue while it has room; counts
-/// the ones it turns away.
-#[derive(Debug)]
-struct GatedProcessor {
-    inner: BatchSpanProcessor,
-    gate: Arc<QueueGate>,
-}
-
-impl SpanProcessor for GatedProcessor {
-    fn on_start(&self, span: &mut Span, cx: &opentelemetry::Context) {
-        self.inner.on_start(span, cx);
-    }
-
-    fn on_end(&self, span: SpanData) {
-        if self.gate.pending.fetch_add(1, Ordering::AcqRel) >= self.gate.limit {
-            self.gate.pending.fetch_sub(1, Ordering::AcqRel);
-            crate::metrics::trace_spans_dropped(1);
-            return;
-        }
-        self.inner.on_end(span);
-    }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
-        self.inner.set_resource(resource);
-    }
-}
-
-/// The OTLP exporter, counting the spans of every batch it could not deliver.
-#[derive(Debug)]
-struct CountingExporter {
-    inner: OtlpExporter,
-    gate: Arc<QueueGate>,
-}
-
-impl SpanExporter for CountingExporter {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let count = batch.len();
-        let exported = self.inner.export(batch).await;
-        self.gate.pending.fetch_sub(count, Ordering::AcqRel);
-        if exported.is_err() {
-            crate::metrics::trace_spans_dropped(count as u64);
-        }
-        exported
-    }
-
-    fn shutdown_with_timeout(&mut self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn force_flush(&mut self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
-        self.inner.set_resource(resource);
-    }
 }
 
 /// The JSON line of `tracing-subscriber`, with `trace_id` and `span_id`

@@ -8,8 +8,8 @@
 //! more than half of what a traced turn added (counted under callgrind,
 //! docs/benchmarks.md). This one writes the same bytes straight from the
 //! spans (`otlp_wire`, tested byte for byte against that conversion). It
-//! sends with a blocking client on the batch processor's own thread, never
-//! on the server's runtime.
+//! sends with a blocking client on the batch processor's own thread
+//! (`batch`), never on the server's runtime.
 
 use super::otlp_wire::{self, EncodedScope};
 use anyhow::Context as _;
@@ -17,8 +17,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope as WireScope;
 use opentelemetry_proto::tonic::resource::v1::Resource as WireResource;
 use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use opentelemetry_sdk::trace::SpanData;
 use prost::Message as _;
 use std::time::Duration;
 
@@ -37,8 +36,24 @@ pub struct OtlpSettings {
     pub headers: HeaderMap,
     /// One export's deadline (`OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`, ms).
     pub timeout: Duration,
-    /// Spans waiting for export at most (`OTEL_BSP_MAX_QUEUE_SIZE`).
+    pub batch: BatchSettings,
+}
+
+/// How finished spans are batched (`telemetry::batch`), from the standard
+/// `OTEL_BSP_*` variables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchSettings {
+    /// Spans waiting for export at most (`OTEL_BSP_MAX_QUEUE_SIZE`, 2048).
     pub max_queue: usize,
+    /// Spans in one export at most (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, 512,
+    /// never more than the queue).
+    pub max_batch: usize,
+    /// Time between two exports when no batch fills
+    /// (`OTEL_BSP_SCHEDULE_DELAY`, ms, 5000).
+    pub schedule_delay: Duration,
+    /// One export's deadline (`OTEL_BSP_EXPORT_TIMEOUT`, ms, 30000); the
+    /// shorter of it and the OTLP timeout bounds each request.
+    pub export_timeout: Duration,
 }
 
 /// Reads the `OTEL_*` variables: `None` when no endpoint is set (or
@@ -108,23 +123,30 @@ pub fn otlp_settings(var: impl Fn(&str) -> Option<String>) -> anyhow::Result<Opt
             .with_context(|| format!("{name} {ms:?} is not a positive number of milliseconds"))?,
         None => DEFAULT_TIMEOUT,
     };
-    let max_queue = match var("OTEL_BSP_MAX_QUEUE_SIZE") {
-        Some(size) => size
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .with_context(|| {
-                format!("OTEL_BSP_MAX_QUEUE_SIZE {size:?} is not a positive number")
-            })?,
-        None => 2048,
+    let positive = |name: &str, default: u64| -> anyhow::Result<u64> {
+        match var(name) {
+            Some(value) => value
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .with_context(|| format!("{name} {value:?} is not a positive number")),
+            None => Ok(default),
+        }
+    };
+    let max_queue = positive("OTEL_BSP_MAX_QUEUE_SIZE", 2048)? as usize;
+    let batch = BatchSettings {
+        max_queue,
+        max_batch: (positive("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)? as usize).min(max_queue),
+        schedule_delay: Duration::from_millis(positive("OTEL_BSP_SCHEDULE_DELAY", 5000)?),
+        export_timeout: Duration::from_millis(positive("OTEL_BSP_EXPORT_TIMEOUT", 30_000)?),
     };
     Ok(Some(OtlpSettings {
         service_name: var("OTEL_SERVICE_NAME").unwrap_or_else(|| "warden".into()),
         endpoint,
         headers,
         timeout,
-        max_queue,
+        batch,
     }))
 }
 
@@ -179,7 +201,7 @@ pub(super) struct OtlpExporter {
 
 impl OtlpExporter {
     pub(super) fn new(settings: &OtlpSettings) -> anyhow::Result<OtlpExporter> {
-        let timeout = settings.timeout;
+        let timeout = settings.timeout.min(settings.batch.export_timeout);
         // The blocking client runs a runtime of its own, which cannot be
         // made (or dropped) inside the server's: build it on a thread.
         let client = std::thread::spawn(move || {
@@ -240,28 +262,27 @@ impl OtlpExporter {
     }
 }
 
-impl SpanExporter for OtlpExporter {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let body = self.request(&batch);
-        drop(batch);
+impl OtlpExporter {
+    /// Sends one batch; an error says why it was not taken.
+    pub(super) fn send(&self, batch: &[SpanData]) -> Result<(), String> {
         let response = self
             .client
             .post(self.endpoint.clone())
             .headers(self.headers.clone())
-            .body(body)
+            .body(self.request(batch))
             .send()
-            .map_err(|err| OTelSdkError::InternalFailure(format!("OTLP export failed: {err}")))?;
+            .map_err(|err| format!("OTLP export failed: {err}"))?;
         if !response.status().is_success() {
-            return Err(OTelSdkError::InternalFailure(format!(
+            return Err(format!(
                 "OTLP export refused: {} answered {}",
                 self.endpoint,
                 response.status()
-            )));
+            ));
         }
         Ok(())
     }
 
-    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+    pub(super) fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
         let resource = ResourceAttributesWithSchema::from(resource);
         self.resource = WireResource {
             attributes: resource.attributes.0,
@@ -339,6 +360,33 @@ mod tests {
     }
 
     #[test]
+    fn the_batch_follows_the_bsp_variables_and_never_outgrows_the_queue() {
+        let default = settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")])
+            .unwrap()
+            .unwrap()
+            .batch;
+        assert_eq!(
+            default,
+            BatchSettings {
+                max_queue: 2048,
+                max_batch: 512,
+                schedule_delay: Duration::from_secs(5),
+                export_timeout: Duration::from_secs(30),
+            }
+        );
+        let small = settings(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "4"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ])
+        .unwrap()
+        .unwrap()
+        .batch;
+        assert_eq!((small.max_queue, small.max_batch), (4, 4));
+        assert_eq!(small.schedule_delay, Duration::from_millis(100));
+    }
+
+    #[test]
     fn what_cannot_be_honoured_is_an_error_naming_the_variable() {
         for (name, value) in [
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
@@ -347,6 +395,9 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_HEADERS", "bad name=x"),
             ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon"),
             ("OTEL_BSP_MAX_QUEUE_SIZE", "0"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "-1"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "soon"),
+            ("OTEL_BSP_EXPORT_TIMEOUT", "1.5"),
         ] {
             let err = settings(&[
                 ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
