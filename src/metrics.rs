@@ -179,60 +179,73 @@ fn describe() {
 /// once per series instead of on every request, turn and guest call. The
 /// labels are closed sets (above), so each cache stays small. Hashed with
 /// FxHash: the keys are the code's own label values, never a caller's, and
-/// SipHash was a third of a recording.
+/// SipHash was most of a look-up.
 struct Handles<T>(LazyLock<RwLock<FxHashMap<[&'static str; 2], T>>>);
 
-impl<T: Clone> Handles<T> {
+impl<T> Handles<T> {
     const fn new() -> Self {
         Handles(LazyLock::new(Default::default))
     }
 
-    /// The handle for `labels`, registered by `register` the first time.
-    fn get(&self, labels: [&'static str; 2], register: impl FnOnce() -> T) -> T {
-        if let Some(handle) = self
+    /// `record` with the handles for `labels`, registered by `register`
+    /// the first time (used in place: no handle is cloned).
+    fn with(
+        &self,
+        labels: [&'static str; 2],
+        register: impl FnOnce() -> T,
+        record: impl FnOnce(&T),
+    ) {
+        if let Some(handles) = self
             .0
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&labels)
         {
-            return handle.clone();
+            return record(handles);
         }
-        let handle = register();
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(labels)
-            .or_insert(handle)
-            .clone()
+        let mut all = self.0.write().unwrap_or_else(|e| e.into_inner());
+        record(all.entry(labels).or_insert_with(register));
     }
 }
 
-static HTTP_REQUESTS: Handles<Counter> = Handles::new();
-static HTTP_DURATIONS: Handles<Histogram> = Handles::new();
-static TURNS: Handles<Counter> = Handles::new();
-static TURN_DURATIONS: Handles<Histogram> = Handles::new();
-static CAPABILITY_CALLS: Handles<Counter> = Handles::new();
-static CAPABILITY_CALL_DURATIONS: Handles<Histogram> = Handles::new();
-static GUEST_CALLS: Handles<Counter> = Handles::new();
-static GUEST_CALL_DURATIONS: Handles<Histogram> = Handles::new();
+/// A family counted by two labels and timed by the first: one look-up
+/// finds both (the histogram registered under each pair is the same one).
+struct Timed {
+    count: Counter,
+    time: Histogram,
+}
+
+fn count_and_time(
+    family: &Handles<Timed>,
+    labels: [&'static str; 2],
+    register: impl FnOnce() -> Timed,
+    elapsed: Duration,
+) {
+    family.with(labels, register, |timed| {
+        timed.count.increment(1);
+        timed.time.record(elapsed.as_secs_f64());
+    });
+}
+
+static HTTP_REQUESTS: Handles<Timed> = Handles::new();
+static TURNS: Handles<Timed> = Handles::new();
+static CAPABILITY_CALLS: Handles<Timed> = Handles::new();
+static GUEST_CALLS: Handles<Timed> = Handles::new();
 
 pub fn http_request(operation: &'static str, status: u16, elapsed: Duration) {
     if !on() {
         return;
     }
     let status = status_text(status);
-    HTTP_REQUESTS
-        .get(
-            [operation, status],
-            || counter!("warden_http_requests_total", "operation" => operation, "status" => status),
-        )
-        .increment(1);
-    HTTP_DURATIONS
-        .get(
-            [operation, ""],
-            || histogram!("warden_http_request_duration_seconds", "operation" => operation),
-        )
-        .record(elapsed.as_secs_f64());
+    count_and_time(
+        &HTTP_REQUESTS,
+        [operation, status],
+        || Timed {
+            count: counter!("warden_http_requests_total", "operation" => operation, "status" => status),
+            time: histogram!("warden_http_request_duration_seconds", "operation" => operation),
+        },
+        elapsed,
+    );
 }
 
 /// A status code as a label without allocating: the codes an API answers
@@ -293,54 +306,45 @@ pub fn turn(channel: &'static str, outcome: &'static str, elapsed: Duration) {
     if !on() {
         return;
     }
-    TURNS
-        .get(
-            [channel, outcome],
-            || counter!("warden_turns_total", "channel" => channel, "outcome" => outcome),
-        )
-        .increment(1);
-    TURN_DURATIONS
-        .get(
-            [channel, ""],
-            || histogram!("warden_turn_duration_seconds", "channel" => channel),
-        )
-        .record(elapsed.as_secs_f64());
+    count_and_time(
+        &TURNS,
+        [channel, outcome],
+        || Timed {
+            count: counter!("warden_turns_total", "channel" => channel, "outcome" => outcome),
+            time: histogram!("warden_turn_duration_seconds", "channel" => channel),
+        },
+        elapsed,
+    );
 }
 
 pub fn capability_call(kind: &'static str, outcome: &'static str, elapsed: Duration) {
     if !on() {
         return;
     }
-    CAPABILITY_CALLS
-        .get(
-            [kind, outcome],
-            || counter!("warden_capability_calls_total", "kind" => kind, "outcome" => outcome),
-        )
-        .increment(1);
-    CAPABILITY_CALL_DURATIONS
-        .get(
-            [kind, ""],
-            || histogram!("warden_capability_call_duration_seconds", "kind" => kind),
-        )
-        .record(elapsed.as_secs_f64());
+    count_and_time(
+        &CAPABILITY_CALLS,
+        [kind, outcome],
+        || Timed {
+            count: counter!("warden_capability_calls_total", "kind" => kind, "outcome" => outcome),
+            time: histogram!("warden_capability_call_duration_seconds", "kind" => kind),
+        },
+        elapsed,
+    );
 }
 
 pub fn guest_call(export: &'static str, outcome: &'static str, elapsed: Duration) {
     if !on() {
         return;
     }
-    GUEST_CALLS
-        .get(
-            [export, outcome],
-            || counter!("warden_guest_calls_total", "export" => export, "outcome" => outcome),
-        )
-        .increment(1);
-    GUEST_CALL_DURATIONS
-        .get(
-            [export, ""],
-            || histogram!("warden_guest_call_duration_seconds", "export" => export),
-        )
-        .record(elapsed.as_secs_f64());
+    count_and_time(
+        &GUEST_CALLS,
+        [export, outcome],
+        || Timed {
+            count: counter!("warden_guest_calls_total", "export" => export, "outcome" => outcome),
+            time: histogram!("warden_guest_call_duration_seconds", "export" => export),
+        },
+        elapsed,
+    );
 }
 
 pub fn model_call(purpose: &'static str, outcome: &'static str, elapsed: Duration) {

@@ -139,21 +139,24 @@ impl Drop for Scope {
     }
 }
 
-/// The most attributes a span of Warden's is given after it starts.
-const ATTRIBUTES_SET_LATER: usize = 3;
+/// A span's attributes known when it starts, with room for the `later`
+/// ones set when its work is done (status, outcome, attempts): the span
+/// keeps this vector, and growing it then is a reallocation and a copy
+/// under the span's lock.
+pub fn attributes<const N: usize>(known: [KeyValue; N], later: usize) -> Vec<KeyValue> {
+    let mut all = Vec::with_capacity(N + later);
+    all.extend(known);
+    all
+}
 
 /// A span started now under `parent`.
 fn started(
     tracer: &opentelemetry_sdk::trace::SdkTracer,
     kind: SpanKind,
-    (name, mut attributes): Describe,
+    (name, attributes): Describe,
     links: Vec<Link>,
     parent: &Context,
 ) -> opentelemetry_sdk::trace::Span {
-    // Room for what is known only at the end (status, outcome, attempts,
-    // conversation): the span keeps this vector, and growing it under the
-    // span's lock was a copy and a reallocation each.
-    attributes.reserve(ATTRIBUTES_SET_LATER);
     tracer
         .span_builder(name)
         .with_kind(kind)

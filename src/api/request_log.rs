@@ -61,11 +61,14 @@ pub async fn request_log(request: Request, next: Next) -> Response {
             };
         (
             name,
-            vec![
-                KeyValue::new("http.request.method", method),
-                KeyValue::new("http.route", route),
-                KeyValue::new("warden.operation", operation.map_or(UNMATCHED, |o| o.id)),
-            ],
+            crate::trace_context::attributes(
+                [
+                    KeyValue::new("http.request.method", method),
+                    KeyValue::new("http.route", route),
+                    KeyValue::new("warden.operation", operation.map_or(UNMATCHED, |o| o.id)),
+                ],
+                1,
+            ),
         )
     });
     let started = Instant::now();

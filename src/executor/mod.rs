@@ -141,14 +141,17 @@ impl Executor {
             let name = call.capability.definition.name.as_str();
             (
                 format!("execute_tool {name}").into(),
-                vec![
-                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
-                    KeyValue::new("gen_ai.tool.name", name.to_owned()),
-                    KeyValue::new("gen_ai.tool.call.id", crate::domain::id::random_id("call_")),
-                    KeyValue::new("gen_ai.tool.type", "extension"),
-                    KeyValue::new("warden.capability.revision", call.capability.revision),
-                    KeyValue::new("warden.call.kind", call.kind.as_str()),
-                ],
+                crate::trace_context::attributes(
+                    [
+                        KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                        KeyValue::new("gen_ai.tool.name", name.to_owned()),
+                        KeyValue::new("gen_ai.tool.call.id", crate::domain::id::random_id("call_")),
+                        KeyValue::new("gen_ai.tool.type", "extension"),
+                        KeyValue::new("warden.capability.revision", call.capability.revision),
+                        KeyValue::new("warden.call.kind", call.kind.as_str()),
+                    ],
+                    3,
+                ),
             )
         });
         let started = Instant::now();

@@ -96,17 +96,20 @@ impl HttpCaller {
             let method = method_name(&exchange.method);
             (
                 method.clone(),
-                vec![
-                    KeyValue::new("http.request.method", method),
-                    KeyValue::new(
-                        "server.address",
-                        exchange.url.host_str().unwrap_or("").to_owned(),
-                    ),
-                    KeyValue::new(
-                        "server.port",
-                        i64::from(exchange.url.port_or_known_default().unwrap_or(0)),
-                    ),
-                ],
+                crate::trace_context::attributes(
+                    [
+                        KeyValue::new("http.request.method", method),
+                        KeyValue::new(
+                            "server.address",
+                            exchange.url.host_str().unwrap_or("").to_owned(),
+                        ),
+                        KeyValue::new(
+                            "server.port",
+                            i64::from(exchange.url.port_or_known_default().unwrap_or(0)),
+                        ),
+                    ],
+                    2,
+                ),
             )
         });
         let exchanged = self.exchange_in_span(exchange, &mut span).await;

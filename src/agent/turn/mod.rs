@@ -117,10 +117,13 @@ impl Engine {
         let span = Scope::start(SpanKind::Internal, Parent::Current, || {
             (
                 "invoke_agent".into(),
-                vec![
-                    KeyValue::new("gen_ai.operation.name", "invoke_agent"),
-                    KeyValue::new("warden.channel", channel.as_str()),
-                ],
+                crate::trace_context::attributes(
+                    [
+                        KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+                        KeyValue::new("warden.channel", channel.as_str()),
+                    ],
+                    2,
+                ),
             )
         });
         let started = Instant::now();

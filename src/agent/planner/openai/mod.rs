@@ -208,11 +208,14 @@ impl OpenAiPlanner {
         let mut span = Leaf::start(SpanKind::Client, || {
             (
                 format!("chat {}", self.config.model).into(),
-                vec![
-                    KeyValue::new("gen_ai.operation.name", "chat"),
-                    KeyValue::new("gen_ai.request.model", self.config.model.clone()),
-                    KeyValue::new("warden.model.purpose", purpose.as_str()),
-                ],
+                crate::trace_context::attributes(
+                    [
+                        KeyValue::new("gen_ai.operation.name", "chat"),
+                        KeyValue::new("gen_ai.request.model", self.config.model.clone()),
+                        KeyValue::new("warden.model.purpose", purpose.as_str()),
+                    ],
+                    3,
+                ),
             )
         });
         let started = std::time::Instant::now();
