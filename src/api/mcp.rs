@@ -49,6 +49,16 @@ impl FromRequestParts<AppState> for AllowedOrigin {
     }
 }
 
+/// A JSON-RPC id as MCP allows it: a string or an integer (echoed as sent
+/// in the answer; `null` in an error when the request's could not be read).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // Describes the id in the document.
+#[serde(untagged)]
+pub enum JsonRpcId {
+    Text(String),
+    Number(i64),
+}
+
 /// One JSON-RPC 2.0 message (request or notification), as MCP sends it.
 #[derive(serde::Deserialize, utoipa::ToSchema)]
 #[allow(dead_code)] // Describes the body in the document; the room parses raw bytes.
@@ -60,7 +70,7 @@ pub struct JsonRpcMessage {
     /// Always `2.0`.
     jsonrpc: String,
     /// A string or an integer; absent for a notification.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<JsonRpcId>)]
     id: Option<Value>,
     /// `initialize`, `ping`, `server/discover`, `tools/list`, `tools/call`, a notification, …
     method: String,
@@ -72,7 +82,7 @@ pub struct JsonRpcMessage {
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct JsonRpcResponse {
     jsonrpc: String,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<JsonRpcId>)]
     id: Option<Value>,
     #[schema(value_type = Option<Object>)]
     result: Option<Value>,
@@ -83,7 +93,7 @@ pub struct JsonRpcResponse {
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct JsonRpcError {
     jsonrpc: String,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<JsonRpcId>)]
     id: Option<Value>,
     error: JsonRpcErrorObject,
 }
