@@ -588,7 +588,14 @@ async fn bench() {
         }
         return;
     }
-    let mut text = report::markdown(&rows, &config, &load_before, &load_after, started_at);
+    let mut text = report::markdown(
+        &rows,
+        &counted,
+        &config,
+        &load_before,
+        &load_after,
+        started_at,
+    );
     if !counted.is_empty() {
         text += &counted::markdown(&counted);
     }

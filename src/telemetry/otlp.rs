@@ -327,8 +327,12 @@ mod tests {
             InstrumentationScope::builder("warden").build(),
             InstrumentationScope::builder("warden").build(),
             InstrumentationScope::builder("other").build(),
-            InstrumentationScope::builder("warden").with_version("1").build(),
-            InstrumentationScope::builder("warden").with_schema_url("https://s").build(),
+            InstrumentationScope::builder("warden")
+                .with_version("1")
+                .build(),
+            InstrumentationScope::builder("warden")
+                .with_schema_url("https://s")
+                .build(),
             InstrumentationScope::builder("warden")
                 .with_attributes([KeyValue::new("a", 1), KeyValue::new("b", 2)])
                 .build(),
