@@ -206,8 +206,10 @@ impl Current {
 impl Drop for Current {
     fn drop(&mut self) {
         let before = self.0.take();
-        // The context replaced is dropped outside the borrow.
-        let _ours = CURRENT.replace(before);
+        // The context replaced is dropped outside the borrow. `try_with`:
+        // a drop while the thread's locals are being destroyed must not
+        // panic (there is nothing left to restore then).
+        let _ours = CURRENT.try_with(|current| current.replace(before));
     }
 }
 
@@ -351,6 +353,70 @@ impl Drop for Leaf {
 mod tests {
     use super::*;
     use opentelemetry::trace::{SpanId, TraceId, TraceState};
+
+    fn context_of(span: u64) -> Context {
+        Context::new().with_remote_span_context(SpanContext::new(
+            TraceId::from(7_u128),
+            SpanId::from(span),
+            TraceFlags::SAMPLED,
+            true,
+            TraceState::default(),
+        ))
+    }
+
+    fn current_span() -> SpanId {
+        current().span().span_context().span_id()
+    }
+
+    /// A scope's context is current while its work is polled, nested ones
+    /// inside it, and the one before comes back after each poll.
+    #[test]
+    fn the_current_span_nests_and_is_restored_after_each_poll() {
+        use std::task::{Context as Task, Waker};
+        assert_eq!(current_span(), SpanId::INVALID);
+        let (outer, inner) = (context_of(1), context_of(2));
+        let seen = std::sync::Mutex::new(Vec::new());
+        let work = InContext {
+            context: Some(outer.clone()),
+            work: async {
+                seen.lock().unwrap().push(current_span());
+                InContext {
+                    context: Some(inner.clone()),
+                    work: async {
+                        seen.lock().unwrap().push(current_span());
+                        // Pending once: the next poll must set it again.
+                        let mut yielded = false;
+                        std::future::poll_fn(|_| {
+                            if yielded {
+                                Poll::Ready(())
+                            } else {
+                                yielded = true;
+                                Poll::Pending
+                            }
+                        })
+                        .await;
+                        seen.lock().unwrap().push(current_span());
+                    },
+                }
+                .await;
+                seen.lock().unwrap().push(current_span());
+            },
+        };
+        let mut work = std::pin::pin!(work);
+        let mut task = Task::from_waker(Waker::noop());
+        assert!(work.as_mut().poll(&mut task).is_pending());
+        assert_eq!(current_span(), SpanId::INVALID, "restored between polls");
+        assert!(work.as_mut().poll(&mut task).is_ready());
+        assert_eq!(current_span(), SpanId::INVALID);
+        let (one, two) = (SpanId::from(1), SpanId::from(2));
+        assert_eq!(*seen.lock().unwrap(), [one, two, two, one]);
+        // `in_scope`'s guard, the same way.
+        {
+            let _current = Current::enter(&outer);
+            assert_eq!(current_span(), one);
+        }
+        assert_eq!(current_span(), SpanId::INVALID);
+    }
 
     /// The headers written directly are the propagator's, byte for byte.
     #[test]
