@@ -3,8 +3,17 @@
 //! touches it directly. Each account is its own sandbox scope: instances,
 //! and the validators cached inside them, never serve two accounts.
 //!
-//! Guest calls are short but synchronous; they run on the blocking pool so a
-//! guest at its deadline never holds up a runtime thread.
+//! Guest calls are synchronous. The hot ones (validating arguments, pruning
+//! a result, matching patterns) are usually tens of microseconds, less than
+//! a trip to the blocking pool and back costs: those with small inputs run
+//! first where they are asked, under a short budget ([`INLINE_BUDGET`]), and
+//! only a call that overruns it is run again on the blocking pool with the
+//! full deadline (guest calls are pure, so the second run answers as the
+//! first would have). Its schema is then remembered as slow ([`SlowSchemas`])
+//! and goes to the pool directly, so a tenant's slow schema or catastrophic
+//! pattern costs a runtime thread one budget, not one per call. Every other
+//! call runs on the blocking pool, so a guest at its deadline never holds
+//! up a runtime thread.
 //!
 //! A turn asks `match-pattern` about every patterned property of every
 //! capability: [`PolicySandbox::match_patterns`] takes them in one trip to
@@ -30,8 +39,51 @@ use crate::domain::account::AccountId;
 #[derive(Clone)]
 pub struct PolicySandbox {
     sandbox: Sandbox,
+    /// The same sandbox, its calls stopped at [`INLINE_BUDGET`].
+    inline: Sandbox,
     options: DefinitionOptions,
     memo: Arc<Mutex<PatternMemo>>,
+    slow: Arc<Mutex<SlowSchemas>>,
+}
+
+/// How long a guest call may run on the thread that asks for it before it
+/// is stopped and run again on the blocking pool. A warm call with a small
+/// input takes 10–100 µs; the epoch tick (2 ms) rounds this up, so a
+/// runtime thread is held at most 4 ms by a call that turns out slow (a
+/// pattern batch, which asks nothing more once its budget is spent, at
+/// most about 6 ms).
+const INLINE_BUDGET: Duration = Duration::from_millis(2);
+
+/// Inputs (schema text, arguments, endpoint result, candidates) larger than
+/// this go to the blocking pool at once: their call is not short.
+const INLINE_INPUT_BYTES: usize = 16 << 10;
+
+/// Schemas whose calls overran [`INLINE_BUDGET`]: (account scope, schema
+/// key). Their calls go to the blocking pool without trying inline first.
+/// Bounded: cleared whole when full (a cleared schema costs one budget more).
+#[derive(Default)]
+struct SlowSchemas {
+    keys: std::collections::HashSet<(String, String)>,
+}
+
+/// Schemas remembered as slow at most, over all accounts.
+const SLOW_SCHEMAS: usize = 10_000;
+
+impl SlowSchemas {
+    fn contains(&self, scope: &str, schema_key: &str) -> bool {
+        // Allocation-free for the common case: nothing is slow.
+        !self.keys.is_empty()
+            && self
+                .keys
+                .contains(&(scope.to_owned(), schema_key.to_owned()))
+    }
+
+    fn insert(&mut self, scope: &str, schema_key: &str) {
+        if self.keys.len() >= SLOW_SCHEMAS {
+            self.keys.clear();
+        }
+        self.keys.insert((scope.to_owned(), schema_key.to_owned()));
+    }
 }
 
 /// One `match-pattern` question of a batch.
@@ -110,11 +162,13 @@ impl PolicySandbox {
             );
         }
         Ok(PolicySandbox {
+            inline: sandbox.within(INLINE_BUDGET),
             sandbox,
             options: DefinitionOptions {
                 allow_loopback_http: args.dev_allow_loopback,
             },
             memo: Arc::default(),
+            slow: Arc::default(),
         })
     }
 
@@ -158,16 +212,23 @@ impl PolicySandbox {
         input_schema: String,
         arguments: String,
     ) -> Result<Vec<Violation>, SandboxError> {
-        let (sandbox, scope) = (self.sandbox.clone(), scope(account));
-        run_blocking("validate-arguments", move || {
-            let schema = SchemaRef {
-                key: &schema_key,
-                text: &input_schema,
-            };
-            sandbox
-                .validate_arguments(&scope, schema, &arguments)
-                .map(violations_of)
-        })
+        let scope = scope(account);
+        let short = input_schema.len() + arguments.len() <= INLINE_INPUT_BYTES;
+        self.run_short_or_blocking(
+            "validate-arguments",
+            short,
+            scope,
+            schema_key,
+            move |sandbox, scope, key| {
+                let schema = SchemaRef {
+                    key,
+                    text: &input_schema,
+                };
+                sandbox
+                    .validate_arguments(scope, schema, &arguments)
+                    .map(violations_of)
+            },
+        )
         .await
     }
 
@@ -179,15 +240,23 @@ impl PolicySandbox {
         output_schema: String,
         result: String,
     ) -> Result<Result<Value, Vec<Violation>>, SandboxError> {
-        let (sandbox, scope) = (self.sandbox.clone(), scope(account));
-        let pruned = run_blocking("prune-output", move || {
-            let schema = SchemaRef {
-                key: &schema_key,
-                text: &output_schema,
-            };
-            sandbox.prune_output(&scope, schema, &result)
-        })
-        .await?;
+        let scope = scope(account);
+        let short = output_schema.len() + result.len() <= INLINE_INPUT_BYTES;
+        let pruned = self
+            .run_short_or_blocking(
+                "prune-output",
+                short,
+                scope,
+                schema_key,
+                move |sandbox, scope, key| {
+                    let schema = SchemaRef {
+                        key,
+                        text: &output_schema,
+                    };
+                    sandbox.prune_output(scope, schema, &result)
+                },
+            )
+            .await?;
         Ok(match pruned {
             Ok(text) => Ok(text.parse("the pruned result")?),
             Err(violations) => Err(violations),
@@ -226,22 +295,40 @@ impl PolicySandbox {
         account: &AccountId,
         questions: Vec<PatternQuestion>,
     ) -> Vec<PatternVerdict> {
-        let (sandbox, scope, memo) = (self.sandbox.clone(), scope(account), self.memo.clone());
+        let scope = scope(account);
         let count = questions.len();
         let span = guest_span("match-pattern");
         let started = Instant::now();
-        let verdicts =
-            tokio::task::spawn_blocking(move || answer_batch(&sandbox, &scope, &memo, questions))
+        // Where it is asked first: usually every token is in the memo, or
+        // the few new ones are short calls.
+        let inline = answer_batch(
+            &self.inline,
+            &scope,
+            &self.memo,
+            &questions,
+            BatchMode::Inline { slow: &self.slow },
+        );
+        let verdicts = match inline {
+            Ok(verdicts) => verdicts,
+            Err(Unfinished { overran }) => {
+                if let Some(schema_key) = overran {
+                    self.mark_slow("match-pattern", &scope, &schema_key);
+                }
+                // The rest on the blocking pool; verdicts found inline are
+                // in the memo by now.
+                let (sandbox, memo) = (self.sandbox.clone(), self.memo.clone());
+                tokio::task::spawn_blocking(move || {
+                    // The pool's batch always finishes (`Unfinished` is
+                    // the inline mode's); were it not to, nothing is lost.
+                    answer_batch(&sandbox, &scope, &memo, &questions, BatchMode::Pool)
+                        .unwrap_or_else(|_| unavailable(count, "the batch did not finish"))
+                })
                 .await
                 .unwrap_or_else(|join| {
-                    (0..count)
-                        .map(|_| {
-                            Err(SandboxError::Unavailable(format!(
-                                "sandbox call panicked: {join}"
-                            )))
-                        })
-                        .collect()
-                });
+                    unavailable(count, &format!("sandbox call panicked: {join}"))
+                })
+            }
+        };
         drop(span);
         // One batch, one observation: its worst verdict.
         let outcome = verdicts
@@ -311,15 +398,35 @@ impl PolicySandbox {
     }
 }
 
+/// Where a batch of pattern questions is answered.
+#[derive(Clone, Copy)]
+enum BatchMode<'a> {
+    /// On the blocking pool: every question answered within
+    /// [`PATTERN_BATCH_BUDGET`], those left over with a deadline error.
+    Pool,
+    /// Where it is asked, with the [`INLINE_BUDGET`] sandbox: stops, to be
+    /// finished on the pool, at the first question that is not short (its
+    /// inputs, or its schema known slow), overruns, or finds the batch's
+    /// time spent.
+    Inline { slow: &'a Mutex<SlowSchemas> },
+}
+
+/// An inline batch left for the pool; `overran` names the schema whose
+/// guest call overran the budget, if that was why.
+struct Unfinished {
+    overran: Option<String>,
+}
+
 fn answer_batch(
     sandbox: &Sandbox,
     scope: &str,
     memo: &Mutex<PatternMemo>,
-    questions: Vec<PatternQuestion>,
-) -> Vec<PatternVerdict> {
+    questions: &[PatternQuestion],
+    mode: BatchMode<'_>,
+) -> Result<Vec<PatternVerdict>, Unfinished> {
     let started = Instant::now();
     // Verdicts found in this batch, for questions repeating an earlier one.
-    let mut fresh: HashMap<(String, Arc<str>, String), HashMap<String, bool>> = HashMap::new();
+    let mut fresh = FreshVerdicts::new();
     let mut out = Vec::with_capacity(questions.len());
     for q in questions {
         let key = (scope.to_owned(), q.input_schema.clone(), q.property.clone());
@@ -340,31 +447,34 @@ fn answer_batch(
             .collect();
         let asked = if unknown.is_empty() {
             Vec::new()
-        } else if started.elapsed() > PATTERN_BATCH_BUDGET {
-            out.push(Err(SandboxError::Deadline(PATTERN_BATCH_BUDGET)));
-            continue;
         } else {
-            let schema = SchemaRef {
-                key: &q.schema_key,
-                text: &q.input_schema,
-            };
-            match sandbox.match_pattern(scope, schema, &q.property, &unknown) {
-                Ok(Ok(indexes)) => {
-                    let answered: Vec<(String, bool)> = unknown
-                        .iter()
-                        .enumerate()
-                        .map(|(i, c)| ((*c).clone(), indexes.contains(&i)))
-                        .collect();
-                    if let Ok(mut memo) = memo.lock() {
-                        memo.put(key.clone(), answered.clone());
+            match mode {
+                BatchMode::Inline { slow } => {
+                    let size =
+                        q.input_schema.len() + unknown.iter().map(|c| c.len()).sum::<usize>();
+                    let known_slow = slow
+                        .lock()
+                        .map(|slow| slow.contains(scope, &q.schema_key))
+                        .unwrap_or(true);
+                    if size > INLINE_INPUT_BYTES || known_slow || started.elapsed() > INLINE_BUDGET
+                    {
+                        return Err(Unfinished { overran: None });
                     }
-                    fresh
-                        .entry(key.clone())
-                        .or_default()
-                        .extend(answered.iter().cloned());
-                    answered
                 }
-                // Refusals and faults are not remembered: asked again next turn.
+                BatchMode::Pool if started.elapsed() > PATTERN_BATCH_BUDGET => {
+                    out.push(Err(SandboxError::Deadline(PATTERN_BATCH_BUDGET)));
+                    continue;
+                }
+                BatchMode::Pool => {}
+            }
+            match ask_guest(sandbox, scope, memo, &mut fresh, &key, q, &unknown) {
+                Ok(Ok(answered)) => answered,
+                // Only the inline handle stops at a budget.
+                Err(SandboxError::OverBudget(_)) => {
+                    return Err(Unfinished {
+                        overran: Some(q.schema_key.clone()),
+                    });
+                }
                 Ok(Err(violations)) => {
                     out.push(Ok(Err(violations)));
                     continue;
@@ -385,7 +495,58 @@ fn answer_batch(
             .collect();
         out.push(Ok(Ok(matched)));
     }
-    out
+    Ok(out)
+}
+
+/// What the memo is keyed by: (account scope, schema text, property).
+type MemoKey = (String, Arc<str>, String);
+
+/// The verdicts a batch found, by memo key and token.
+type FreshVerdicts = HashMap<MemoKey, HashMap<String, bool>>;
+
+/// The guest's verdict on each asked token, or its refusal.
+type Answered = Result<Vec<(String, bool)>, Vec<Violation>>;
+
+/// Asks the guest about a question's `unknown` tokens; what it answers is
+/// remembered in the memo and in `fresh`. Refusals and faults are not
+/// remembered: they are asked again next turn.
+fn ask_guest(
+    sandbox: &Sandbox,
+    scope: &str,
+    memo: &Mutex<PatternMemo>,
+    fresh: &mut FreshVerdicts,
+    key: &MemoKey,
+    q: &PatternQuestion,
+    unknown: &[&String],
+) -> Result<Answered, SandboxError> {
+    let schema = SchemaRef {
+        key: &q.schema_key,
+        text: &q.input_schema,
+    };
+    let indexes = match sandbox.match_pattern(scope, schema, &q.property, unknown)? {
+        Ok(indexes) => indexes,
+        Err(violations) => return Ok(Err(violations)),
+    };
+    let answered: Vec<(String, bool)> = unknown
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ((*c).clone(), indexes.contains(&i)))
+        .collect();
+    if let Ok(mut memo) = memo.lock() {
+        memo.put(key.clone(), answered.clone());
+    }
+    fresh
+        .entry(key.clone())
+        .or_default()
+        .extend(answered.iter().cloned());
+    Ok(Ok(answered))
+}
+
+/// `count` verdicts saying the sandbox could not answer.
+fn unavailable(count: usize, why: &str) -> Vec<PatternVerdict> {
+    (0..count)
+        .map(|_| Err(SandboxError::Unavailable(why.to_owned())))
+        .collect()
 }
 
 /// The sandbox scope of an account: opaque to the guest.
@@ -397,8 +558,56 @@ fn violations_of(verdict: Result<(), Vec<Violation>>) -> Vec<Violation> {
     verdict.err().unwrap_or_default()
 }
 
-/// One guest call on the blocking pool: the one place guest calls are
-/// measured (`warden_guest_calls_total`, a `guest {export}` span).
+impl PolicySandbox {
+    /// One hot guest call on `scope` and the schema `schema_key`: where it
+    /// is asked, under [`INLINE_BUDGET`], when its inputs are `short` and
+    /// the schema is not known to be slow; on the blocking pool otherwise,
+    /// and again there (with the full deadline) when the short run overran.
+    async fn run_short_or_blocking<T: GuestAnswer + Send + 'static>(
+        &self,
+        export: &'static str,
+        short: bool,
+        scope: String,
+        schema_key: String,
+        call: impl Fn(&Sandbox, &str, &str) -> Result<T, SandboxError> + Send + 'static,
+    ) -> Result<T, SandboxError> {
+        if short && !self.is_slow(&scope, &schema_key) {
+            let span = guest_span(export);
+            let started = Instant::now();
+            match call(&self.inline, &scope, &schema_key) {
+                Err(SandboxError::OverBudget(_)) => {
+                    drop(span);
+                    self.mark_slow(export, &scope, &schema_key);
+                }
+                answer => {
+                    drop(span);
+                    observe_guest_call(export, started, &answer);
+                    return answer;
+                }
+            }
+        }
+        let sandbox = self.sandbox.clone();
+        run_blocking(export, move || call(&sandbox, &scope, &schema_key)).await
+    }
+
+    fn is_slow(&self, scope: &str, schema_key: &str) -> bool {
+        self.slow
+            .lock()
+            .map(|slow| slow.contains(scope, schema_key))
+            .unwrap_or(true)
+    }
+
+    /// Remembers that a call on `schema_key` overran [`INLINE_BUDGET`].
+    fn mark_slow(&self, export: &'static str, scope: &str, schema_key: &str) {
+        tracing::debug!(export, schema_key, budget = ?INLINE_BUDGET,
+            "a guest call overran its inline budget; its schema now goes to the blocking pool");
+        if let Ok(mut slow) = self.slow.lock() {
+            slow.insert(scope, schema_key);
+        }
+    }
+}
+
+/// One guest call on the blocking pool.
 async fn run_blocking<T: GuestAnswer + Send + 'static>(
     export: &'static str,
     call: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
@@ -413,13 +622,23 @@ async fn run_blocking<T: GuestAnswer + Send + 'static>(
             )))
         });
     drop(span);
-    let outcome = match &answer {
+    observe_guest_call(export, started, &answer);
+    answer
+}
+
+/// The one place a guest call's answer is counted
+/// (`warden_guest_calls_total` and its duration), wherever it ran.
+fn observe_guest_call<T: GuestAnswer>(
+    export: &'static str,
+    started: Instant,
+    answer: &Result<T, SandboxError>,
+) {
+    let outcome = match answer {
         Ok(answer) if answer.refused() => "refused",
         Ok(_) => "ok",
         Err(err) => guest_fault(err),
     };
     crate::metrics::guest_call(export, outcome, started.elapsed());
-    answer
 }
 
 /// The span of one guest call, named by its export: a leaf of the trace.
@@ -456,5 +675,108 @@ impl GuestAnswer for Vec<Violation> {
 impl<T> GuestAnswer for Result<T, Vec<Violation>> {
     fn refused(&self) -> bool {
         self.is_err()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox() -> PolicySandbox {
+        PolicySandbox::load(&SandboxArgs {
+            policy_guest: None,
+            guest_cache_dir: None,
+            guest_memory_reservation_mib: None,
+            dev_allow_loopback: false,
+        })
+        .expect("the default guest loads")
+    }
+
+    /// A pattern the guest's engine needs seconds for on 600 `a`s: the guest is
+    /// stopped, first at the inline budget, then at the deadline.
+    const SLOW: &str = r#"{"type":"object","additionalProperties":false,"properties":{"code":{"type":"string","maxLength":1000,"pattern":"a*a*a*b"}}}"#;
+    const QUICK: &str = r#"{"type":"object","additionalProperties":false,"properties":{"code":{"type":"string","maxLength":20,"pattern":"^M[0-9]+$"}}}"#;
+
+    fn question(schema_key: &str, schema: &str, candidates: &[&str]) -> PatternQuestion {
+        PatternQuestion {
+            schema_key: schema_key.into(),
+            input_schema: schema.into(),
+            property: "code".into(),
+            candidates: candidates.iter().map(|c| (*c).to_owned()).collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_schema_overruns_its_inline_budget_once_then_goes_to_the_pool() {
+        let sandbox = sandbox();
+        // An account as the server has one: made by the store.
+        let store = crate::store::Store::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        let account = store.create_account("tenant").await.unwrap();
+        let scope = scope(&account);
+        let long = "a".repeat(600);
+
+        // Quick questions are answered where they are asked, correctly.
+        let verdicts = sandbox
+            .match_patterns(
+                &account,
+                vec![question("cap_q@1/input", QUICK, &["M12", "x"])],
+            )
+            .await;
+        assert_eq!(verdicts.len(), 1);
+        assert_eq!(verdicts[0].as_ref().unwrap().as_ref().unwrap(), &vec![0]);
+        assert_eq!(sandbox.sandbox.stats().discarded_after_fault, 0);
+
+        // The slow one overruns inline (one instance dropped), is asked
+        // again on the pool with the full deadline (a second one), and its
+        // schema is remembered as slow.
+        let verdicts = sandbox
+            .match_patterns(&account, vec![question("cap_s@1/input", SLOW, &[&long])])
+            .await;
+        assert!(
+            matches!(verdicts[0], Err(SandboxError::Deadline(_))),
+            "{:?}",
+            verdicts[0].as_ref().err()
+        );
+        assert_eq!(sandbox.sandbox.stats().discarded_after_fault, 2);
+        assert!(sandbox.is_slow(&scope, "cap_s@1/input"));
+        assert!(!sandbox.is_slow(&scope, "cap_q@1/input"));
+
+        // From then on the schema goes to the pool at once: one more
+        // interruption per call, not two, for arguments as for patterns.
+        let arguments = format!(r#"{{"code":"{long}"}}"#);
+        let err = sandbox
+            .validate_arguments(&account, "cap_s@1/input".into(), SLOW.into(), arguments)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SandboxError::Deadline(_)), "{err:?}");
+        assert_eq!(sandbox.sandbox.stats().discarded_after_fault, 3);
+
+        // Another account's same schema is its own: not known slow there.
+        assert!(!sandbox.is_slow("acct_other", "cap_s@1/input"));
+
+        // And a quick call still answers inline, with violations as data.
+        let violations = sandbox
+            .validate_arguments(
+                &account,
+                "cap_q@1/input".into(),
+                QUICK.into(),
+                r#"{"code":"x"}"#.into(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert_eq!(sandbox.sandbox.stats().discarded_after_fault, 3);
+    }
+
+    #[test]
+    fn the_slow_set_is_bounded() {
+        let mut slow = SlowSchemas::default();
+        for i in 0..SLOW_SCHEMAS + 5 {
+            slow.insert("acct_1", &format!("cap_{i}@1/input"));
+        }
+        assert!(slow.keys.len() <= SLOW_SCHEMAS);
+        assert!(slow.contains("acct_1", &format!("cap_{}@1/input", SLOW_SCHEMAS + 4)));
     }
 }

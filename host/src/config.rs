@@ -88,6 +88,14 @@ impl SandboxConfig {
         (self.deadline.as_nanos().div_ceil(tick) as u64).max(1)
     }
 
+    /// Epoch ticks for a caller's budget: one more than the budget rounds
+    /// up to, since a call starts anywhere within a tick (so a call shorter
+    /// than `budget` is never stopped), and never past the deadline.
+    pub(crate) fn budget_ticks(&self, budget: Duration) -> u64 {
+        let tick = self.epoch_tick.as_nanos().max(1);
+        (budget.as_nanos().div_ceil(tick) as u64 + 1).min(self.deadline_ticks())
+    }
+
     /// The engine every guest of this sandbox runs on.
     pub(crate) fn engine(&self) -> wasmtime::Result<Engine> {
         let mut pool = PoolingAllocationConfig::default();

@@ -28,6 +28,11 @@ pub enum LoadError {
 pub enum SandboxError {
     #[error("the policy guest ran past its deadline of {0:?}")]
     Deadline(Duration),
+    /// Only from a handle made by `Sandbox::within`: the call ran past the
+    /// caller's short budget and was stopped; run it again with the full
+    /// deadline for its answer.
+    #[error("the policy guest ran past the call's budget of {0:?}")]
+    OverBudget(Duration),
     #[error("the policy guest exceeded its memory limit of {limit} bytes")]
     MemoryLimit { limit: usize },
     #[error("the policy guest exceeded its table limit of {limit} elements")]
@@ -54,6 +59,7 @@ impl SandboxError {
     pub fn code(&self) -> &'static str {
         match self {
             SandboxError::Deadline(_) => "GUEST_DEADLINE",
+            SandboxError::OverBudget(_) => "GUEST_OVER_BUDGET",
             SandboxError::MemoryLimit { .. } => "GUEST_MEMORY_LIMIT",
             SandboxError::TableLimit { .. } => "GUEST_TABLE_LIMIT",
             SandboxError::Trap(_) => "GUEST_TRAP",

@@ -15,10 +15,12 @@
 //! ```
 //!
 //! Calls are synchronous and short (microseconds warm; never longer than the
-//! configured deadline, 50 ms by default). From tokio, call them directly in
-//! request handlers for argument validation and pruning, or wrap them in
-//! `tokio::task::spawn_blocking` if you prefer never to block a runtime
-//! thread; [`Sandbox`] is `Clone + Send + Sync` and cheap to clone.
+//! configured deadline, 50 ms by default). From tokio, wrap them in
+//! `tokio::task::spawn_blocking` never to block a runtime thread longer
+//! than a trip to the blocking pool costs, or call them directly on a
+//! handle made by [`Sandbox::within`], which stops a call at a short budget
+//! so that it can be run again off the runtime (what Warden's server does);
+//! [`Sandbox`] is `Clone + Send + Sync` and cheap to clone.
 //!
 //! Security properties and the tests that prove them: `docs/sandbox.md`.
 

@@ -115,6 +115,16 @@ pub(crate) struct Pool {
     ticker_stop: Arc<AtomicBool>,
 }
 
+/// Where a call is stopped by epoch interruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallStop {
+    /// The configured deadline: an interruption is [`SandboxError::Deadline`].
+    Deadline,
+    /// A caller's shorter budget: an interruption is
+    /// [`SandboxError::OverBudget`] (see `Sandbox::within`).
+    Budget(Duration),
+}
+
 /// A fault inside a call: a wasmtime error, or an output the host refuses.
 pub(crate) enum Fault {
     Wasm(wasmtime::Error),
@@ -163,14 +173,19 @@ impl Pool {
     pub fn call<R>(
         &self,
         account: &str,
+        stop: CallStop,
         f: impl FnOnce(&mut Store<StoreState>, &Guest) -> Result<R, Fault>,
     ) -> Result<R, SandboxError> {
+        let ticks = match stop {
+            CallStop::Deadline => self.config.deadline_ticks(),
+            CallStop::Budget(budget) => self.config.budget_ticks(budget),
+        };
         let mut live = match self.checkout(account) {
             Some(l) => l,
-            None => self.instantiate()?,
+            None => self.instantiate(ticks).map_err(|e| stopped(e, stop))?,
         };
         live.store.data_mut().limiter.hit = None;
-        live.store.set_epoch_deadline(self.config.deadline_ticks());
+        live.store.set_epoch_deadline(ticks);
         let result = f(&mut live.store, &live.guest);
         match result {
             Ok(v) => {
@@ -191,7 +206,9 @@ impl Pool {
                 self.discarded.fetch_add(1, Ordering::Relaxed);
                 let err = match fault {
                     Fault::Refused(e) => e,
-                    Fault::Wasm(e) => self.classify(e, live.store.data().limiter.hit),
+                    Fault::Wasm(e) => {
+                        stopped(self.classify(e, live.store.data().limiter.hit), stop)
+                    }
                 };
                 drop(live);
                 Err(err)
@@ -226,7 +243,8 @@ impl Pool {
         }
     }
 
-    fn instantiate(&self) -> Result<Live, SandboxError> {
+    /// A new instance; its start functions run within `ticks`.
+    fn instantiate(&self, ticks: u64) -> Result<Live, SandboxError> {
         let mut attempt = 0;
         loop {
             let mut store = Store::new(
@@ -242,7 +260,7 @@ impl Pool {
             );
             store.limiter(|s| &mut s.limiter);
             // Instantiation runs the guest's start functions: bound it too.
-            store.set_epoch_deadline(self.config.deadline_ticks());
+            store.set_epoch_deadline(ticks);
             match self.pre.instantiate(&mut store) {
                 Ok(guest) => {
                     self.instantiated.fetch_add(1, Ordering::Relaxed);
@@ -341,6 +359,15 @@ impl Pool {
                     .unwrap_or_default()
             })
             .unwrap_or_default()
+    }
+}
+
+/// An interruption as the caller asked for it: past a short budget it is
+/// [`SandboxError::OverBudget`], not the deadline.
+fn stopped(err: SandboxError, stop: CallStop) -> SandboxError {
+    match (err, stop) {
+        (SandboxError::Deadline(_), CallStop::Budget(budget)) => SandboxError::OverBudget(budget),
+        (err, _) => err,
     }
 }
 

@@ -1,12 +1,13 @@
 //! The public API: one method per world function, each scoped to an account.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::bindings::{self, v};
 use crate::config::SandboxConfig;
 use crate::error::{LoadError, SandboxError};
 use crate::guest::{self, GuestInfo, GuestSource};
-use crate::pool::{Fault, Pool, PoolStats};
+use crate::pool::{CallStop, Fault, Pool, PoolStats};
 use crate::types::{
     DefinitionOptions, GuestJson, IntegrationSchemaKind, JsonObject, SchemaRef, ShapedInteraction,
     Verdict, Violation,
@@ -25,6 +26,9 @@ const MAX_KEY_BYTES: usize = 256;
 #[derive(Clone)]
 pub struct Sandbox {
     inner: Arc<Inner>,
+    /// Where this handle's calls stop: the configured deadline, or the
+    /// short budget of a handle made by [`Sandbox::within`].
+    stop: CallStop,
 }
 
 struct Inner {
@@ -52,10 +56,9 @@ impl Sandbox {
                 pool: Pool::new(engine, loaded.pre, config),
                 info: loaded.info,
             }),
+            stop: CallStop::Deadline,
         };
         sandbox
-            .inner
-            .pool
             .call("warden:load-probe", |_, _| Ok(()))
             .map_err(|e| LoadError::Link {
                 name,
@@ -63,6 +66,23 @@ impl Sandbox {
             })?;
         sandbox.inner.pool.forget("warden:load-probe");
         Ok(sandbox)
+    }
+
+    /// The same guest, limits and instances, but every call of the returned
+    /// handle stops once it has run for `budget` (rounded up to the epoch
+    /// tick, plus at most one tick) and answers
+    /// [`SandboxError::OverBudget`] instead of running on to the deadline.
+    /// For callers that would rather run a short call where they are (on an
+    /// async runtime's thread, say) than hand it to another thread, and run
+    /// it again elsewhere with the full deadline when it turns out not to
+    /// be short: guest calls are pure, so the second run gives the answer
+    /// the first would have. The overrunning instance is discarded, as
+    /// after any interruption.
+    pub fn within(&self, budget: Duration) -> Sandbox {
+        Sandbox {
+            inner: self.inner.clone(),
+            stop: CallStop::Budget(budget),
+        }
     }
 
     /// What was loaded.
@@ -101,7 +121,7 @@ impl Sandbox {
         )?;
         let opts = v::DefinitionOptions::from(options);
         let max_out = self.config().max_output_bytes;
-        self.inner.pool.call(account, |store, g| {
+        self.call(account, |store, g| {
             let r = g
                 .warden_policy_validator()
                 .call_check_definition(store, definition, opts)?;
@@ -120,7 +140,7 @@ impl Sandbox {
         self.input("the arguments", arguments, self.config().max_schema_bytes)?;
         let s = bindings::schema_ref(input_schema);
         let max_out = self.config().max_output_bytes;
-        self.inner.pool.call(account, |store, g| {
+        self.call(account, |store, g| {
             let r = g
                 .warden_policy_validator()
                 .call_validate_arguments(store, s, arguments)?;
@@ -145,7 +165,7 @@ impl Sandbox {
         )?;
         let s = bindings::schema_ref(output_schema);
         let max_out = self.config().max_output_bytes;
-        self.inner.pool.call(account, |store, g| {
+        self.call(account, |store, g| {
             let r = g
                 .warden_policy_validator()
                 .call_prune_output(store, s, endpoint_result)?;
@@ -166,7 +186,7 @@ impl Sandbox {
             self.config().max_document_bytes,
         )?;
         let max_out = self.config().max_output_bytes;
-        self.inner.pool.call(account, |store, g| {
+        self.call(account, |store, g| {
             let r = g
                 .warden_policy_validator()
                 .call_shape_interaction(store, endpoint_result)?;
@@ -196,7 +216,7 @@ impl Sandbox {
     ) -> Result<Verdict<()>, SandboxError> {
         self.input("the schema", schema, self.config().max_schema_bytes)?;
         let max_out = self.config().max_output_bytes;
-        self.inner.pool.call(account, |store, g| {
+        self.call(account, |store, g| {
             let r = g.warden_policy_validator().call_check_integration_schema(
                 store,
                 kind.into(),
@@ -217,7 +237,7 @@ impl Sandbox {
         self.input("the value", value, self.config().max_schema_bytes)?;
         let s = bindings::schema_ref(schema);
         let max_out = self.config().max_output_bytes;
-        self.inner.pool.call(account, |store, g| {
+        self.call(account, |store, g| {
             let r = g
                 .warden_policy_validator()
                 .call_validate_integration(store, s, value)?;
@@ -258,7 +278,7 @@ impl Sandbox {
         let list: Vec<&str> = candidates.iter().map(AsRef::as_ref).collect();
         let s = bindings::schema_ref(input_schema);
         let max_out = config.max_output_bytes;
-        self.inner.pool.call(account, |store, g| {
+        self.call(account, |store, g| {
             let r = g
                 .warden_policy_validator()
                 .call_match_pattern(store, s, property, &list)?;
@@ -267,6 +287,17 @@ impl Sandbox {
                 Err(v) => Ok(Err(v)),
             }
         })
+    }
+
+    fn call<R>(
+        &self,
+        account: &str,
+        f: impl FnOnce(
+            &mut wasmtime::Store<crate::pool::StoreState>,
+            &bindings::Guest,
+        ) -> Result<R, Fault>,
+    ) -> Result<R, SandboxError> {
+        self.inner.pool.call(account, self.stop, f)
     }
 
     fn input(&self, what: &'static str, text: &str, limit: usize) -> Result<(), SandboxError> {

@@ -83,6 +83,39 @@ fn an_infinite_loop_is_stopped_at_the_deadline() {
 }
 
 #[test]
+fn a_budgeted_handle_stops_at_its_budget_not_the_deadline() {
+    // A 5 s deadline, so that stopping at the budget is told from stopping
+    // at the deadline by a bound no loaded machine comes near.
+    let s = load_without_deadline_pressure("spin");
+    let budget = Duration::from_millis(2);
+    let quick = s.within(budget);
+    let started = Instant::now();
+    let err = quick.validate_arguments("acct", SCHEMA, "{}").unwrap_err();
+    let took = started.elapsed();
+    assert!(
+        matches!(err, SandboxError::OverBudget(b) if b == budget),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), "GUEST_OVER_BUDGET");
+    assert!(took >= budget, "stopped before its budget: {took:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "ran on to the deadline: {took:?}"
+    );
+    // The overrunning instance is dropped like any interrupted one.
+    faulted_instance_not_reused(&s, "acct", 1);
+    // A short call on a healthy guest is answered within the budget.
+    let healthy = healthy().within(budget);
+    assert!(
+        healthy
+            .validate_arguments("acct", SCHEMA, r#"{"q":"ab"}"#)
+            .unwrap()
+            .is_ok()
+    );
+    healthy_still_works();
+}
+
+#[test]
 fn match_pattern_is_stopped_at_the_deadline_too() {
     let s = load("spin");
     let started = Instant::now();
