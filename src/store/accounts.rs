@@ -1,16 +1,30 @@
 //! Accounts and their API keys.
 
+use super::direct::{Param, ReadRow, required};
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::hex;
 
 pub use crate::domain::account::AccountId;
 
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 struct KeyRow {
     account_id: i64,
     environment: String,
     revoked_at: Option<i64>,
+}
+
+impl KeyRow {
+    const SELECT: &str =
+        "SELECT account_id, environment, revoked_at FROM api_keys WHERE key_hash = $1";
+
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Ok(KeyRow {
+            account_id: required(row.int(0)?, 0)?,
+            environment: required(row.text(1)?, 1)?,
+            revoked_at: row.int(2)?,
+        })
+    }
 }
 
 /// Why a presented key was refused; all of these are a 401 on the wire.
@@ -108,12 +122,9 @@ impl Store {
         key_hash: &str,
         environment: &str,
     ) -> StoreResult<Result<AccountId, KeyRefusal>> {
-        let row: Option<KeyRow> = on_pool!(self, pool => {
-            sqlx::query_as("SELECT account_id, environment, revoked_at FROM api_keys WHERE key_hash = $1")
-                .bind(key_hash)
-                .fetch_optional(pool)
-                .await
-        })?;
+        let row = self
+            .read_optional(KeyRow::SELECT, &[Param::Text(key_hash)], KeyRow::read)
+            .await?;
         Ok(match row {
             None => Err(KeyRefusal::Unknown),
             Some(row) if row.revoked_at.is_some() => Err(KeyRefusal::Revoked),

@@ -3,6 +3,7 @@
 //! record, or nothing); revisions and state transitions are compare-and-set
 //! on the current revision, so two writers with one `If-Match` cannot both win.
 
+use super::direct::{Param, ReadRow, from_read_row, required, word};
 use super::idempotency::{Completion, complete_in_tx};
 use super::{Constraint, Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
@@ -16,7 +17,7 @@ pub struct NewCapability {
     pub definition: String,
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct CapabilityRow {
     pub id: String,
     pub name: String,
@@ -26,6 +27,25 @@ pub struct CapabilityRow {
     pub definition: String,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+from_read_row!(CapabilityRow);
+
+impl CapabilityRow {
+    /// The row of [`COLUMNS`], in their order: its one decoding, for both
+    /// drivers.
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Ok(CapabilityRow {
+            id: required(row.text(0)?, 0)?,
+            name: required(row.text(1)?, 1)?,
+            domain: required(row.text(2)?, 2)?,
+            lifecycle_status: word(row, 3, LifecycleStatus::parse)?,
+            revision: required(row.int(4)?, 4)?,
+            definition: required(row.text(5)?, 5)?,
+            created_at: required(row.int(6)?, 6)?,
+            updated_at: required(row.int(7)?, 7)?,
+        })
+    }
 }
 
 /// Which revision of a capability is current, and its state: what a turn
@@ -56,8 +76,19 @@ pub enum GuardedWriteError {
     NameTaken,
 }
 
-const COLUMNS: &str =
-    "id, name, domain, lifecycle_status, revision, definition, created_at, updated_at";
+/// The columns [`CapabilityRow::read`] decodes, in its order.
+macro_rules! columns {
+    () => {
+        "id, name, domain, lifecycle_status, revision, definition, created_at, updated_at"
+    };
+}
+const COLUMNS: &str = columns!();
+
+const SELECT_ONE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM capabilities WHERE account_id = $1 AND id = $2"
+);
 
 /// The outcome of a guarded write: the row as written, or why not.
 pub type Guarded = Result<CapabilityRow, GuardedWriteError>;
@@ -155,10 +186,12 @@ impl Store {
         account: &AccountId,
         id: &CapabilityId,
     ) -> StoreResult<Option<CapabilityRow>> {
-        let sql = format!("SELECT {COLUMNS} FROM capabilities WHERE account_id = $1 AND id = $2");
-        Ok(
-            on_pool!(self, pool => sqlx::query_as(&sql).bind(account.number()).bind(id.as_str()).fetch_optional(pool).await)?,
+        self.read_optional(
+            SELECT_ONE,
+            &[Param::Int(account.number()), Param::Text(id.as_str())],
+            CapabilityRow::read,
         )
+        .await
     }
 
     /// The revision history of one of the account's capabilities, oldest

@@ -6,6 +6,7 @@
 //! What is never written here: images or their extractions, opaque
 //! interaction references, raw endpoint results, credentials (rules 10, 11).
 
+use super::direct::{Param, ReadRow, required, word};
 use super::{Store, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
@@ -16,7 +17,7 @@ use crate::domain::language::Language;
 /// A conversation the store found for an account. Only
 /// [`Store::find_conversation`] makes one (the fields are private), so the
 /// reads that take it need no account: holding it proves ownership.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConversationRow {
     id: String,
     account_id: i64,
@@ -27,6 +28,23 @@ pub struct ConversationRow {
 }
 
 impl ConversationRow {
+    const SELECT: &str = "SELECT id, account_id, user_id, created_at, language, last_capability \
+                          FROM conversations WHERE account_id = $1 AND id = $2";
+
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Ok(ConversationRow {
+            id: required(row.text(0)?, 0)?,
+            account_id: required(row.int(1)?, 1)?,
+            user_id: row.text(2)?,
+            created_at: required(row.int(3)?, 3)?,
+            language: match row.text(4)? {
+                Some(_) => Some(word(row, 4, Language::parse)?),
+                None => None,
+            },
+            last_capability: row.text(5)?,
+        })
+    }
+
     /// The language its first message with text fixed (`None` before one
     /// came, e.g. after an image alone, or for one older than the column).
     pub fn language(&self) -> Option<Language> {
@@ -53,18 +71,37 @@ impl ConversationRow {
 
 pub use crate::domain::message::MessageRole;
 
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMessage {
     pub role: MessageRole,
     pub body: String,
 }
 
+impl StoredMessage {
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Ok(StoredMessage {
+            role: word(row, 0, MessageRole::parse)?,
+            body: required(row.text(1)?, 1)?,
+        })
+    }
+}
+
 /// A rule-4 reference: a bounded name-like value a capability returned.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredReference {
     pub capability: String,
     pub field: String,
     pub value: String,
+}
+
+impl StoredReference {
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Ok(StoredReference {
+            capability: required(row.text(0)?, 0)?,
+            field: required(row.text(1)?, 1)?,
+            value: required(row.text(2)?, 2)?,
+        })
+    }
 }
 
 /// A pending operation as stored: its arguments are sealed.
@@ -167,31 +204,27 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> StoreResult<Option<ConversationRow>> {
-        Ok(on_pool!(self, pool => {
-            sqlx::query_as("SELECT id, account_id, user_id, created_at, language, last_capability FROM conversations WHERE account_id = $1 AND id = $2")
-                .bind(account.number())
-                .bind(id)
-                .fetch_optional(pool)
-                .await
-        })?)
+        self.read_optional(
+            ConversationRow::SELECT,
+            &[Param::Int(account.number()), Param::Text(id)],
+            ConversationRow::read,
+        )
+        .await
     }
 
-    /// The last `limit` messages, oldest first.
     pub async fn recent_messages(
         &self,
         conversation: &ConversationRow,
         limit: i64,
     ) -> StoreResult<Vec<StoredMessage>> {
-        let mut rows: Vec<StoredMessage> = on_pool!(self, pool => {
-            sqlx::query_as(
+        let mut rows = self
+            .read_all(
                 "SELECT role, body FROM conversation_messages WHERE conversation_id = $1 \
                  ORDER BY seq DESC LIMIT $2",
+                &[Param::Text(&conversation.id), Param::Int(limit)],
+                StoredMessage::read,
             )
-            .bind(&conversation.id)
-            .bind(limit)
-            .fetch_all(pool)
-            .await
-        })?;
+            .await?;
         rows.reverse();
         Ok(rows)
     }
@@ -200,48 +233,39 @@ impl Store {
         &self,
         conversation: &ConversationRow,
     ) -> StoreResult<Vec<StoredReference>> {
-        Ok(on_pool!(self, pool => {
-            sqlx::query_as(
-                "SELECT capability, field, value FROM conversation_references WHERE conversation_id = $1 \
-                 ORDER BY created_at",
-            )
-            .bind(&conversation.id)
-            .fetch_all(pool)
-            .await
-        })?)
+        self.read_all(
+            "SELECT capability, field, value FROM conversation_references WHERE conversation_id = $1 \
+             ORDER BY created_at",
+            &[Param::Text(&conversation.id)],
+            StoredReference::read,
+        )
+        .await
     }
 
-    /// The conversation's pending operation, unless it has expired.
     pub async fn pending_operation(
         &self,
         conversation: &ConversationRow,
     ) -> StoreResult<Option<StoredPending>> {
-        type Row = (String, i64, String, Vec<u8>, Vec<u8>, i64);
-        let row: Option<Row> = on_pool!(self, pool => {
-            sqlx::query_as(
-                "SELECT capability_id, revision, master_key_id, nonce, ciphertext, expires_at \
-                 FROM pending_operations WHERE conversation_id = $1 AND expires_at > $2",
-            )
-            .bind(&conversation.id)
-            .bind(now_millis())
-            .fetch_optional(pool)
-            .await
-        })?;
-        Ok(row.map(
-            |(capability_id, revision, key_id, nonce, ciphertext, expires_at)| StoredPending {
-                capability_id,
-                revision,
-                sealed: Sealed {
-                    key_id,
-                    nonce,
-                    ciphertext,
-                },
-                expires_at,
+        self.read_optional(
+            "SELECT capability_id, revision, master_key_id, nonce, ciphertext, expires_at \
+             FROM pending_operations WHERE conversation_id = $1 AND expires_at > $2",
+            &[Param::Text(&conversation.id), Param::Int(now_millis())],
+            |row| {
+                Ok(StoredPending {
+                    capability_id: required(row.text(0)?, 0)?,
+                    revision: required(row.int(1)?, 1)?,
+                    sealed: Sealed {
+                        key_id: required(row.text(2)?, 2)?,
+                        nonce: required(row.bytes(3)?, 3)?,
+                        ciphertext: required(row.bytes(4)?, 4)?,
+                    },
+                    expires_at: required(row.int(5)?, 5)?,
+                })
             },
-        ))
+        )
+        .await
     }
 
-    /// Records a client event identifier; false when it was seen before.
     pub async fn claim_channel_event(
         &self,
         account: &AccountId,

@@ -1,5 +1,6 @@
 //! Endpoint credentials as stored: metadata in clear, the secret sealed.
 
+use super::direct::{Param, ReadRow, from_read_row, required, word};
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
@@ -7,7 +8,7 @@ use crate::domain::account::AccountId;
 use crate::domain::credential::{AuthType, CredentialStatus};
 use crate::store::signing_keys::SigningKeyRow;
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct CredentialRow {
     pub account_id: i64,
     pub credential_ref: String,
@@ -19,7 +20,24 @@ pub struct CredentialRow {
     pub ciphertext: Option<Vec<u8>>,
 }
 
+from_read_row!(CredentialRow);
+
 impl CredentialRow {
+    /// The row of [`COLUMNS`], in their order: its one decoding, for both
+    /// drivers.
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Ok(CredentialRow {
+            account_id: required(row.int(0)?, 0)?,
+            credential_ref: required(row.text(1)?, 1)?,
+            auth_type: word(row, 2, AuthType::parse)?,
+            header_name: row.text(3)?,
+            status: word(row, 4, CredentialStatus::parse)?,
+            master_key_id: row.text(5)?,
+            nonce: row.bytes(6)?,
+            ciphertext: row.bytes(7)?,
+        })
+    }
+
     pub fn sealed(&self) -> Option<Sealed> {
         Some(Sealed {
             key_id: self.master_key_id.clone()?,
@@ -36,8 +54,19 @@ pub struct ResealCounts {
     pub already_current: u64,
 }
 
-const COLUMNS: &str =
-    "account_id, credential_ref, auth_type, header_name, status, master_key_id, nonce, ciphertext";
+/// The columns [`CredentialRow::read`] decodes, in its order.
+macro_rules! columns {
+    () => {
+        "account_id, credential_ref, auth_type, header_name, status, master_key_id, nonce, ciphertext"
+    };
+}
+const COLUMNS: &str = columns!();
+
+const SELECT_ONE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM capability_credentials WHERE account_id = $1 AND credential_ref = $2"
+);
 
 impl Store {
     /// Stores or rotates a credential (a revoked one is configured again).
@@ -105,12 +134,12 @@ impl Store {
         account: &AccountId,
         credential_ref: &str,
     ) -> StoreResult<Option<CredentialRow>> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM capability_credentials WHERE account_id = $1 AND credential_ref = $2"
-        );
-        Ok(on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(account.number()).bind(credential_ref).fetch_optional(pool).await
-        })?)
+        self.read_optional(
+            SELECT_ONE,
+            &[Param::Int(account.number()), Param::Text(credential_ref)],
+            CredentialRow::read,
+        )
+        .await
     }
 
     /// Re-seals every stored secret — credentials and signing keys — in one

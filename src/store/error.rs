@@ -76,6 +76,13 @@ impl Constraint {
 #[derive(Debug)]
 pub struct DriverError(Box<dyn std::error::Error + Send + Sync>);
 
+impl DriverError {
+    /// A driver error other than sqlx's (the direct SQLite reads').
+    pub(super) fn new(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        DriverError(Box::new(err))
+    }
+}
+
 impl fmt::Display for DriverError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)

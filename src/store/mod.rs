@@ -25,6 +25,7 @@ pub mod conversations;
 pub mod credentials;
 pub mod data_requests;
 pub mod diagnostics;
+mod direct;
 mod error;
 pub mod gap_events;
 pub mod idempotency;
@@ -213,6 +214,63 @@ impl Store {
             Store::Postgres(pool) => sqlx::migrate!("migrations/postgres").run(pool).await?,
         }
         Ok(())
+    }
+
+    /// At most one row of `sql` (a hot read written for both backends),
+    /// decoded by `decode`. On a SQLite file it runs on this thread's own
+    /// connection (`direct`): no hand-off to sqlx-sqlite's worker thread.
+    pub(crate) async fn read_optional<T>(
+        &self,
+        sql: &str,
+        params: &[direct::Param<'_>],
+        decode: fn(&dyn direct::ReadRow) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        Ok(self.read_rows(sql, params, decode, true).await?.pop())
+    }
+
+    /// Every row of `sql`, as [`Store::read_optional`] reads one.
+    pub(crate) async fn read_all<T>(
+        &self,
+        sql: &str,
+        params: &[direct::Param<'_>],
+        decode: fn(&dyn direct::ReadRow) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        self.read_rows(sql, params, decode, false).await
+    }
+
+    async fn read_rows<T>(
+        &self,
+        sql: &str,
+        params: &[direct::Param<'_>],
+        decode: fn(&dyn direct::ReadRow) -> StoreResult<T>,
+        first_only: bool,
+    ) -> StoreResult<Vec<T>> {
+        use direct::{DirectReads, Param, Sqlx};
+        if let Store::Sqlite(pool) = self {
+            let read = DirectReads::open(pool, |connection| {
+                direct::fetch(connection, sql, params, decode, first_only)
+            });
+            match read {
+                // Busy (a recovery under way): sqlx's worker may wait for it.
+                Some(Err(StoreError::Unavailable(_))) | None => {}
+                Some(read) => return read,
+            }
+        }
+        on_pool!(self, pool => {
+            let mut query = sqlx::query(sql);
+            for param in params {
+                query = match *param {
+                    Param::Int(value) => query.bind(value),
+                    Param::Text(value) => query.bind(value),
+                };
+            }
+            let rows = if first_only {
+                query.fetch_optional(pool).await?.into_iter().collect()
+            } else {
+                query.fetch_all(pool).await?
+            };
+            rows.iter().map(|row| decode(&Sqlx(row))).collect()
+        })
     }
 
     /// A cheap round trip, for the health check.

@@ -1,5 +1,6 @@
 //! The account's agent policy: at most one per account, fully replaced on write.
 
+use super::direct::{Param, ReadRow, required};
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::domain::account::AccountId;
@@ -26,7 +27,6 @@ pub struct TurnBasis {
 
 /// The row behind [`TurnBasis`]: the policy's columns are null when the
 /// account has none.
-#[derive(sqlx::FromRow)]
 struct TurnBasisRow {
     capability_version: i64,
     policy: Option<String>,
@@ -34,13 +34,29 @@ struct TurnBasisRow {
     updated_at: Option<i64>,
 }
 
+impl TurnBasisRow {
+    const SELECT: &str = "SELECT a.capability_version, p.policy, p.revision, p.updated_at FROM accounts a \
+                          LEFT JOIN agent_policies p ON p.account_id = a.id WHERE a.id = $1";
+
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Ok(TurnBasisRow {
+            capability_version: required(row.int(0)?, 0)?,
+            policy: row.text(1)?,
+            revision: row.int(2)?,
+            updated_at: row.int(3)?,
+        })
+    }
+}
+
 impl Store {
     pub async fn turn_basis(&self, account: &AccountId) -> StoreResult<TurnBasis> {
-        let sql = "SELECT a.capability_version, p.policy, p.revision, p.updated_at FROM accounts a \
-                   LEFT JOIN agent_policies p ON p.account_id = a.id WHERE a.id = $1";
-        let row: Option<TurnBasisRow> = on_pool!(self, pool => {
-            sqlx::query_as(sql).bind(account.number()).fetch_optional(pool).await
-        })?;
+        let row = self
+            .read_optional(
+                TurnBasisRow::SELECT,
+                &[Param::Int(account.number())],
+                TurnBasisRow::read,
+            )
+            .await?;
         let Some(row) = row else {
             return Ok(TurnBasis {
                 policy: None,

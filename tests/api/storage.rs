@@ -126,6 +126,96 @@ async fn authenticate_distinguishes_refusals(backend: Backend) {
     ));
 }
 
+/// The hot point reads (key, credential) run on SQLite on the asking
+/// thread's own connection, not sqlx's: they must still see every commit
+/// made before them through any other connection or replica, decode blobs
+/// and closed words as sqlx did, and report a stored word outside its set
+/// as corrupt.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn point_reads_see_every_earlier_commit_of_another_replica(backend: Backend) {
+    use warden::crypto::sealed::Sealed;
+    use warden::domain::credential::{AuthType, CredentialStatus};
+    let db = TestDb::new(backend).await;
+    let reader = warden::store::Store::connect(&db.url).await.unwrap();
+    let writer = warden::store::Store::connect(&db.url).await.unwrap();
+    let account = writer.create_account("acme").await.unwrap();
+    writer
+        .insert_api_key(&account, "key_a", "hash_a", "prod")
+        .await
+        .unwrap();
+    // Read many times, so that every runtime thread holds a connection
+    // (and its read statement cached) before the key is revoked.
+    for _ in 0..20 {
+        assert_eq!(
+            reader.authenticate("hash_a", "prod").await.unwrap(),
+            Ok(account)
+        );
+    }
+    writer.revoke_api_key("key_a").await.unwrap();
+    for _ in 0..20 {
+        assert_eq!(
+            reader.authenticate("hash_a", "prod").await.unwrap(),
+            Err(KeyRefusal::Revoked)
+        );
+    }
+
+    let sealed = Sealed {
+        key_id: "mk_1".into(),
+        nonce: vec![0, 1, 2, 255],
+        ciphertext: vec![9; 40],
+    };
+    assert!(
+        reader
+            .get_credential(&account, "crm")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    writer
+        .put_credential(&account, "crm", AuthType::Bearer, None, &sealed)
+        .await
+        .unwrap();
+    let row = reader
+        .get_credential(&account, "crm")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.auth_type, AuthType::Bearer);
+    assert_eq!(row.status, CredentialStatus::Configured);
+    assert_eq!(row.header_name, None);
+    assert_eq!(row.sealed(), Some(sealed));
+
+    let sql = "UPDATE capability_credentials SET auth_type = 'telepathy'";
+    match &writer {
+        warden::store::Store::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+        warden::store::Store::Postgres(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+    }
+    .unwrap();
+    assert!(matches!(
+        reader.get_credential(&account, "crm").await,
+        Err(StoreError::Corrupt(_))
+    ));
+}
+
+/// An in-memory SQLite database is one connection's own: its reads cannot
+/// run on another connection, and go through the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_memory_database_reads_through_its_one_connection() {
+    let store = warden::store::Store::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    store
+        .insert_api_key(&account, "key_a", "hash_a", "prod")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.authenticate("hash_a", "prod").await.unwrap(),
+        Ok(account)
+    );
+}
+
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrations_are_idempotent_across_restarts(backend: Backend) {

@@ -52,11 +52,20 @@ fn offenders(needle: &str, allowed: &[&str]) -> Vec<String> {
 }
 
 #[test]
-fn the_database_driver_stays_in_the_store() {
-    let hits = offenders("sqlx", &["src/store/"]);
+fn the_database_drivers_stay_in_the_store() {
+    for driver in ["sqlx", "rusqlite"] {
+        let hits = offenders(driver, &["src/store/"]);
+        assert!(
+            hits.is_empty(),
+            "{driver} outside src/store/ (classify in the store instead):\n{}",
+            hits.join("\n")
+        );
+    }
+    // The second SQLite driver serves only the direct reads.
+    let hits = offenders("rusqlite", &["src/store/direct.rs"]);
     assert!(
         hits.is_empty(),
-        "sqlx outside src/store/ (classify in the store instead):\n{}",
+        "rusqlite outside src/store/direct.rs:\n{}",
         hits.join("\n")
     );
 }
