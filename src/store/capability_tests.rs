@@ -1,5 +1,6 @@
 //! Contract-test records: the sanitized outcome of each test run.
 
+use super::direct::{Param, Step};
 use super::{Store, StoreResult, on_pool};
 use crate::domain::account::AccountId;
 use crate::domain::closed_set::closed_set;
@@ -31,26 +32,23 @@ impl Store {
         account: &AccountId,
         record: &TestRecord,
     ) -> StoreResult<()> {
-        let _gate = self.write_turn().await;
-        on_pool!(self, pool => {
-            sqlx::query(
-                "INSERT INTO capability_tests (id, account_id, capability_id, revision, status, reason, http_status, \
-                 attempts, duration_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            )
-            .bind(&record.id)
-            .bind(account.number())
-            .bind(&record.capability_id)
-            .bind(record.revision)
-            .bind(record.status)
-            .bind(&record.reason)
-            .bind(record.http_status)
-            .bind(record.attempts)
-            .bind(record.duration_ms)
-            .bind(record.created_at)
-            .execute(pool)
-            .await
-            .map(|_| ())
-        })?;
+        let step = Step::<()>::new(
+            "INSERT INTO capability_tests (id, account_id, capability_id, revision, status, reason, http_status, \
+             attempts, duration_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            vec![
+                Param::Text(&record.id),
+                Param::Int(account.number()),
+                Param::Text(&record.capability_id),
+                Param::Int(record.revision),
+                Param::Text(record.status.as_str()),
+                Param::MaybeText(record.reason.as_deref()),
+                Param::MaybeInt(record.http_status),
+                Param::Int(record.attempts),
+                Param::Int(record.duration_ms),
+                Param::Int(record.created_at),
+            ],
+        );
+        self.write_steps(&[step]).await?;
         Ok(())
     }
 

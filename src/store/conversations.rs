@@ -6,7 +6,7 @@
 //! What is never written here: images or their extractions, opaque
 //! interaction references, raw endpoint results, credentials (rules 10, 11).
 
-use super::direct::{Param, ReadRow, required, word};
+use super::direct::{Param, ReadRow, Step, required, word};
 use super::{Store, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
@@ -316,145 +316,139 @@ impl Store {
         turn: &TurnRecord<'_>,
     ) -> StoreResult<CommitOutcome> {
         let now = now_millis();
-        let begin = self.write_transaction_statement();
         let erased_since = turn.started_at - super::data_requests::CLOCK_SKEW_ALLOWANCE_MS;
-        let _gate = self.write_turn().await;
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_with(begin).await?;
-            match &turn.new_conversation {
-                Some(new) => {
-                    if let Some(user) = new.user_id {
-                        super::data_requests::hold_user_shared!(self, tx, account, user);
-                    }
-                    let inserted = sqlx::query(
-                        "INSERT INTO conversations (id, account_id, user_id, created_at, updated_at, language, last_capability) \
-                         SELECT $1, $2, $3, $4, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM erased_users e \
-                         WHERE e.account_id = $2 AND e.user_id = $3 AND e.erased_at >= $7)",
-                    )
-                    .bind(turn.conversation_id)
-                    .bind(account.number())
-                    .bind(new.user_id)
-                    .bind(now)
-                    .bind(turn.decided_language)
-                    .bind(turn.called_capability)
-                    .bind(erased_since)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                    if inserted != 1 {
-                        return Ok(CommitOutcome::UserErased);
-                    }
+        let account_number = account.number();
+        let conversation = Param::Text(turn.conversation_id);
+        let language = Param::MaybeText(turn.decided_language.map(Language::as_str));
+        let called = Param::MaybeText(turn.called_capability);
+        let mut steps: Vec<Step<'_, CommitOutcome>> = Vec::with_capacity(8);
+        match &turn.new_conversation {
+            Some(new) => {
+                if let (Some(user), Store::Postgres(_)) = (new.user_id, self) {
+                    steps.push(Step::new(
+                        super::data_requests::HOLD_USER_SHARED,
+                        vec![Param::Text(user), Param::Int(account_number)],
+                    ));
                 }
-                None => {
-                    let touched = sqlx::query(
-                        "UPDATE conversations SET updated_at = $3, last_capability = COALESCE($4, last_capability), \
-                         language = COALESCE(language, $5) WHERE id = $1 AND account_id = $2",
-                    )
-                    .bind(turn.conversation_id)
-                    .bind(account.number())
-                    .bind(now)
-                    .bind(turn.called_capability)
-                    .bind(turn.decided_language)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                    if touched != 1 {
-                        return Ok(CommitOutcome::ConversationGone);
-                    }
-                }
+                steps.push(Step {
+                    sql: "INSERT INTO conversations (id, account_id, user_id, created_at, updated_at, language, last_capability) \
+                          SELECT $1, $2, $3, $4, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM erased_users e \
+                          WHERE e.account_id = $2 AND e.user_id = $3 AND e.erased_at >= $7)",
+                    params: vec![
+                        conversation,
+                        Param::Int(account_number),
+                        Param::MaybeText(new.user_id),
+                        Param::Int(now),
+                        language,
+                        called,
+                        Param::Int(erased_since),
+                    ],
+                    unless_one_row: Some(CommitOutcome::UserErased),
+                });
             }
-            // Both messages in one statement: every statement here is held
-            // under SQLite's single writer (and is a trip to sqlx's thread).
-            let (user, assistant) = (&turn.user_message, &turn.assistant_message);
-            sqlx::query(
-                "INSERT INTO conversation_messages (id, conversation_id, role, body, metadata, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6), ($7, $2, $8, $9, $10, $6)",
-            )
-            .bind(user.id)
-            .bind(turn.conversation_id)
-            .bind(MessageRole::User)
-            .bind(user.body)
-            .bind(user.metadata)
-            .bind(now)
-            .bind(assistant.id)
-            .bind(MessageRole::Assistant)
-            .bind(assistant.body)
-            .bind(assistant.metadata)
-            .execute(&mut *tx)
-            .await?;
-            if let Some(interaction) = &turn.interaction {
-                sqlx::query(
-                    "INSERT INTO interactions (id, account_id, conversation_id, kind, operation, status, expires_at, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                )
-                .bind(interaction.id)
-                .bind(account.number())
-                .bind(turn.conversation_id)
-                .bind(interaction.kind)
-                .bind(interaction.operation)
-                .bind(InteractionStatus::Pending)
-                .bind(interaction.expires_at)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            }
-            for (capability, field) in &turn.clear_references {
-                sqlx::query("DELETE FROM conversation_references WHERE conversation_id = $1 AND capability = $2 AND field = $3")
-                    .bind(turn.conversation_id)
-                    .bind(capability)
-                    .bind(field)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            for reference in &turn.set_references {
-                sqlx::query(
-                    "INSERT INTO conversation_references (conversation_id, capability, field, value, created_at) \
-                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (conversation_id, capability, field) \
-                     DO UPDATE SET value = excluded.value, created_at = excluded.created_at",
-                )
-                .bind(turn.conversation_id)
-                .bind(&reference.capability)
-                .bind(&reference.field)
-                .bind(&reference.value)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            }
-            match &turn.pending {
-                PendingChange::Keep => {}
-                // A conversation this turn creates has nothing pending yet.
-                PendingChange::Clear if turn.new_conversation.is_some() => {}
-                PendingChange::Clear => {
-                    sqlx::query("DELETE FROM pending_operations WHERE conversation_id = $1")
-                        .bind(turn.conversation_id)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                PendingChange::Set(p) => {
-                    sqlx::query(
-                        "INSERT INTO pending_operations (conversation_id, capability_id, revision, master_key_id, nonce, ciphertext, created_at, expires_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (conversation_id) DO UPDATE SET \
-                         capability_id = excluded.capability_id, revision = excluded.revision, master_key_id = excluded.master_key_id, \
-                         nonce = excluded.nonce, ciphertext = excluded.ciphertext, created_at = excluded.created_at, expires_at = excluded.expires_at",
-                    )
-                    .bind(turn.conversation_id)
-                    .bind(&p.capability_id)
-                    .bind(p.revision)
-                    .bind(&p.sealed.key_id)
-                    .bind(&p.sealed.nonce)
-                    .bind(&p.sealed.ciphertext)
-                    .bind(now)
-                    .bind(p.expires_at)
-                    .execute(&mut *tx)
-                    .await?;
-                }
-            }
-            if let Some(event) = turn.gap_event {
-                super::gap_events::insert_gap_event!(tx, account, event);
-            }
-            tx.commit().await?;
-            Ok(CommitOutcome::Committed)
-        })
+            None => steps.push(Step {
+                sql: "UPDATE conversations SET updated_at = $3, last_capability = COALESCE($4, last_capability), \
+                      language = COALESCE(language, $5) WHERE id = $1 AND account_id = $2",
+                params: vec![
+                    conversation,
+                    Param::Int(account_number),
+                    Param::Int(now),
+                    called,
+                    language,
+                ],
+                unless_one_row: Some(CommitOutcome::ConversationGone),
+            }),
+        }
+        // Both messages in one statement: every statement here is held
+        // under SQLite's single writer.
+        let (user, assistant) = (&turn.user_message, &turn.assistant_message);
+        steps.push(Step::new(
+            "INSERT INTO conversation_messages (id, conversation_id, role, body, metadata, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6), ($7, $2, $8, $9, $10, $6)",
+            vec![
+                Param::Text(user.id),
+                conversation,
+                Param::Text(MessageRole::User.as_str()),
+                Param::Text(user.body),
+                Param::MaybeText(user.metadata),
+                Param::Int(now),
+                Param::Text(assistant.id),
+                Param::Text(MessageRole::Assistant.as_str()),
+                Param::Text(assistant.body),
+                Param::MaybeText(assistant.metadata),
+            ],
+        ));
+        if let Some(interaction) = &turn.interaction {
+            steps.push(Step::new(
+                "INSERT INTO interactions (id, account_id, conversation_id, kind, operation, status, expires_at, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                vec![
+                    Param::Text(interaction.id),
+                    Param::Int(account_number),
+                    conversation,
+                    Param::Text(interaction.kind.as_str()),
+                    Param::Text(interaction.operation),
+                    Param::Text(InteractionStatus::Pending.as_str()),
+                    Param::Int(interaction.expires_at),
+                    Param::Int(now),
+                ],
+            ));
+        }
+        for (capability, field) in &turn.clear_references {
+            steps.push(Step::new(
+                "DELETE FROM conversation_references WHERE conversation_id = $1 AND capability = $2 AND field = $3",
+                vec![conversation, Param::Text(capability), Param::Text(field)],
+            ));
+        }
+        for reference in &turn.set_references {
+            steps.push(Step::new(
+                "INSERT INTO conversation_references (conversation_id, capability, field, value, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (conversation_id, capability, field) \
+                 DO UPDATE SET value = excluded.value, created_at = excluded.created_at",
+                vec![
+                    conversation,
+                    Param::Text(&reference.capability),
+                    Param::Text(&reference.field),
+                    Param::Text(&reference.value),
+                    Param::Int(now),
+                ],
+            ));
+        }
+        match &turn.pending {
+            PendingChange::Keep => {}
+            // A conversation this turn creates has nothing pending yet.
+            PendingChange::Clear if turn.new_conversation.is_some() => {}
+            PendingChange::Clear => steps.push(Step::new(
+                "DELETE FROM pending_operations WHERE conversation_id = $1",
+                vec![conversation],
+            )),
+            PendingChange::Set(p) => steps.push(Step::new(
+                "INSERT INTO pending_operations (conversation_id, capability_id, revision, master_key_id, nonce, ciphertext, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (conversation_id) DO UPDATE SET \
+                 capability_id = excluded.capability_id, revision = excluded.revision, master_key_id = excluded.master_key_id, \
+                 nonce = excluded.nonce, ciphertext = excluded.ciphertext, created_at = excluded.created_at, expires_at = excluded.expires_at",
+                vec![
+                    conversation,
+                    Param::Text(&p.capability_id),
+                    Param::Int(p.revision),
+                    Param::Text(&p.sealed.key_id),
+                    Param::Bytes(&p.sealed.nonce),
+                    Param::Bytes(&p.sealed.ciphertext),
+                    Param::Int(now),
+                    Param::Int(p.expires_at),
+                ],
+            )),
+        }
+        if let Some(event) = turn.gap_event {
+            steps.push(Step::new(
+                super::gap_events::INSERT_GAP_EVENT,
+                super::gap_events::gap_event_params(account, event),
+            ));
+        }
+        Ok(self
+            .write_steps(&steps)
+            .await?
+            .unwrap_or(CommitOutcome::Committed))
     }
 
     pub async fn find_interaction(

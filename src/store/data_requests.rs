@@ -37,20 +37,11 @@ pub const ERASURE_MARK_MILLIS: i64 = 60 * 60 * 1000;
 /// be hundreds each): a few milliseconds of SQLite's single write lock.
 pub const ERASE_BATCH: i64 = 50;
 
-/// Takes the user's advisory lock shared on PostgreSQL (a turn about to
-/// start a conversation for them); nothing on SQLite, which has one writer.
-macro_rules! hold_user_shared {
-    ($store:expr, $tx:expr, $account:expr, $user:expr) => {
-        if matches!($store, $crate::store::Store::Postgres(_)) {
-            sqlx::query("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, $2))")
-                .bind($user)
-                .bind($account.number())
-                .execute(&mut *$tx)
-                .await?;
-        }
-    };
-}
-pub(crate) use hold_user_shared;
+/// PostgreSQL: the user's advisory lock taken shared, for the rest of the
+/// transaction, by a turn about to start a conversation for them (`$1` the
+/// user, `$2` the account's number); nothing on SQLite, which has one writer.
+pub(crate) const HOLD_USER_SHARED: &str =
+    "SELECT pg_advisory_xact_lock_shared(hashtextextended($1, $2))";
 
 /// What an erasure or a retention purge removed, by kind (counts, never
 /// content).

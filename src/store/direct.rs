@@ -1,4 +1,4 @@
-//! SQLite's hot reads on the thread that asks for them.
+//! SQLite's hot statements on the thread that asks for them.
 //!
 //! sqlx-sqlite runs every statement on a worker thread of its own and hands
 //! the command over and the rows back through channels: two thread wake-ups
@@ -6,22 +6,29 @@
 //! (docs/benchmarks.md, "Instructions per request"). The reads every request
 //! makes (the API key, the turn's basis, the credential, the capability, a
 //! continued conversation's row, messages, references and pending
-//! operation) run instead on a connection that refuses writes, kept by each
-//! runtime thread, through rusqlite, with its prepared statements cached.
-//! Each statement's text and
-//! its row decoding are still written once, in the module that owns the
-//! table: the text is shared with the PostgreSQL path, and the decoding is
-//! written against [`ReadRow`], which both drivers' rows implement.
+//! operation) and the turn's write transaction run instead on a connection
+//! kept by each runtime thread, through rusqlite, with its prepared
+//! statements cached. Each statement's text and its row decoding are still
+//! written once, in the module that owns the table: the text is shared
+//! with the PostgreSQL path ([`Param`], [`Step`], [`bind_all`]), and the
+//! decoding is written against [`ReadRow`], which both drivers' rows
+//! implement.
 //!
-//! Why this is safe here: in WAL mode a reader takes no lock a writer waits
-//! for, and waits for none itself (only a recovery could make it wait: then
-//! it is refused at once, busy, and the read goes through sqlx instead); a
-//! read by an index is microseconds, shorter than the hand-off it
-//! replaces (a conversation's recent messages are bounded by a `LIMIT`). Each read is its own transaction, ended when its statement is
+//! Why this is safe on a runtime thread: nothing here ever sleeps for a
+//! lock (`busy_timeout` 0). In WAL mode a reader waits for no writer; were
+//! it refused (busy: a recovery under way), the read goes through sqlx
+//! instead. A write transaction runs under the process's write gate, so
+//! only another process can hold the write lock: then `BEGIN IMMEDIATE` is
+//! refused at once and the caller waits off the thread and asks again
+//! ([`Written::Busy`], `Store::write_steps`). A transaction's statements
+//! run with no await between them, so it cannot be cancelled half-way, and
+//! every path ends it (commit or rollback) before the connection is used
+//! again. Each read is its own transaction, ended when its statement is
 //! reset, so it sees every commit made before it began, on any connection.
-//! Writes stay on sqlx, behind the write gate. An in-memory database is one
-//! connection's own, so its reads stay on sqlx too ([`DirectReads::open`]
-//! says `None`).
+//! What is left on the thread is SQLite's own work, including a WAL
+//! checkpoint when a commit fills it (every ~1,000 pages). An in-memory
+//! database is one connection's own, so it stays on sqlx
+//! ([`Direct::open`] says `None`).
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -53,10 +60,10 @@ thread_local! {
     static READERS: RefCell<Vec<Reader>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Reads on this thread's own connections (one per database).
-pub(crate) struct DirectReads;
+/// Statements on this thread's own connections (one per database).
+pub(crate) struct Direct;
 
-impl DirectReads {
+impl Direct {
     /// Runs `read` on this thread's connection to `pool`'s database, opening
     /// it first if needed; `None` when the database cannot be read directly
     /// (in memory, or the connection cannot be opened), so the caller reads
@@ -111,21 +118,34 @@ fn file_of(options: &SqliteConnectOptions) -> Option<PathBuf> {
     Some(file.to_path_buf())
 }
 
+/// The per-connection settings every SQLite connection of the process
+/// takes, sqlx's (`Store::connect`) and these alike. WAL mode is the
+/// file's own, set by the pool.
+pub(crate) const CONNECTION_PRAGMAS: &[(&str, &str)] = &[
+    // NORMAL in WAL mode survives a killed process; only an OS crash may
+    // lose the last commits.
+    ("synchronous", "NORMAL"),
+    ("foreign_keys", "ON"),
+    // Deleted rows are overwritten with zeros, not left in free pages:
+    // erasure and retention leave no readable trace in the file
+    // (SECURITY.md, "Data lifecycle").
+    ("secure_delete", "ON"),
+];
+
 fn connect(file: &PathBuf) -> StoreResult<rusqlite::Connection> {
     use rusqlite::OpenFlags;
     // Never creating the file: the pool made it and ran the migrations
-    // before any request could ask. Opened for writing but refusing writes
-    // (`query_only`), not read-only: a read-only connection cannot make the
-    // WAL's shared-memory file, which the last sqlx connection to close may
-    // have removed.
+    // before any request could ask.
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let connection = rusqlite::Connection::open_with_flags(file, flags).map_err(classify)?;
-    connection
-        .pragma_update(None, "query_only", true)
-        .map_err(classify)?;
-    // A WAL reader waits for nothing but a recovery or the WAL index being
-    // rebuilt; rather than sleep on this thread then, the read goes to sqlx
-    // (`Store::read_optional`), whose worker may wait.
+    for (name, value) in CONNECTION_PRAGMAS {
+        connection
+            .pragma_update(None, name, value)
+            .map_err(classify)?;
+    }
+    // Never sleep on this thread for a lock: a busy read goes to sqlx
+    // (`Store::read_rows`), whose worker may wait; a busy write waits off
+    // the thread and asks again (`Store::write_steps`).
     connection.busy_timeout(Duration::ZERO).map_err(classify)?;
     connection.set_prepared_statement_cache_capacity(STATEMENTS_PER_CONNECTION);
     Ok(connection)
@@ -151,7 +171,7 @@ pub(crate) fn fetch<T>(
     let mut rows = statement.raw_query();
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(classify)? {
-        out.push(decode(&Direct(row))?);
+        out.push(decode(&DirectRow(row))?);
         if first_only {
             break;
         }
@@ -163,14 +183,7 @@ pub(crate) fn fetch<T>(
 /// retry, a value of the wrong type is corrupt data, the rest a bug.
 fn classify(err: rusqlite::Error) -> StoreError {
     let classified = match &err {
-        rusqlite::Error::SqliteFailure(e, _)
-            if matches!(
-                e.code,
-                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-            ) =>
-        {
-            StoreError::Unavailable(DriverError::new(err))
-        }
+        _ if is_busy(&err) => StoreError::Unavailable(DriverError::new(err)),
         rusqlite::Error::InvalidColumnType(..)
         | rusqlite::Error::FromSqlConversionFailure(..)
         | rusqlite::Error::IntegralValueOutOfRange(..) => StoreError::Corrupt(err.to_string()),
@@ -194,9 +207,9 @@ pub(crate) fn required<T>(value: Option<T>, index: usize) -> StoreResult<T> {
 }
 
 /// A rusqlite row.
-struct Direct<'a>(&'a rusqlite::Row<'a>);
+struct DirectRow<'a>(&'a rusqlite::Row<'a>);
 
-impl ReadRow for Direct<'_> {
+impl ReadRow for DirectRow<'_> {
     fn int(&self, index: usize) -> StoreResult<Option<i64>> {
         self.0.get(index).map_err(classify)
     }
@@ -263,19 +276,27 @@ macro_rules! from_read_row {
 pub(crate) use from_read_row;
 
 /// Positional parameters of a statement both drivers run (`$1`, `$2` …).
+/// A NULL is typed (`MaybeText`, `MaybeInt`): PostgreSQL checks the type of
+/// every parameter, even a NULL one.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Param<'a> {
     Int(i64),
     Text(&'a str),
+    Bytes(&'a [u8]),
+    MaybeText(Option<&'a str>),
+    MaybeInt(Option<i64>),
 }
 
 /// Binds `params` to the statement's `$1` … `$n` by name: SQLite numbers
 /// named parameters by first appearance, not by the digits in their names.
 fn bind(statement: &mut rusqlite::CachedStatement<'_>, params: &[Param<'_>]) -> StoreResult<()> {
-    const NAMES: [&str; 9] = ["$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9"];
+    const NAMES: [&str; 16] = [
+        "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11", "$12", "$13", "$14",
+        "$15", "$16",
+    ];
     if params.len() > NAMES.len() || statement.parameter_count() > params.len() {
         return Err(StoreError::Corrupt(format!(
-            "a direct read binds {} parameters for {} placeholders",
+            "a statement binds {} parameters for {} placeholders",
             params.len(),
             statement.parameter_count()
         )));
@@ -287,8 +308,116 @@ fn bind(statement: &mut rusqlite::CachedStatement<'_>, params: &[Param<'_>]) -> 
         match *param {
             Param::Int(value) => statement.raw_bind_parameter(index, value),
             Param::Text(value) => statement.raw_bind_parameter(index, value),
+            Param::Bytes(value) => statement.raw_bind_parameter(index, value),
+            Param::MaybeText(value) => statement.raw_bind_parameter(index, value),
+            Param::MaybeInt(value) => statement.raw_bind_parameter(index, value),
         }
         .map_err(classify)?;
     }
     Ok(())
+}
+
+/// Binds `params` to a sqlx query of either backend, in order.
+pub(crate) fn bind_all<'q, DB>(
+    mut query: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
+    params: &[Param<'q>],
+) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
+where
+    DB: sqlx::Database,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    &'q [u8]: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for param in params {
+        query = match *param {
+            Param::Int(value) => query.bind(value),
+            Param::Text(value) => query.bind(value),
+            Param::Bytes(value) => query.bind(value),
+            Param::MaybeText(value) => query.bind(value),
+            Param::MaybeInt(value) => query.bind(value),
+        };
+    }
+    query
+}
+
+/// One statement of a write transaction, for either driver: its text, its
+/// parameters, and what the transaction answers (rolled back) when the
+/// statement does not touch exactly one row.
+pub(crate) struct Step<'a, O> {
+    pub sql: &'a str,
+    pub params: Vec<Param<'a>>,
+    pub unless_one_row: Option<O>,
+}
+
+impl<'a, O> Step<'a, O> {
+    pub(crate) fn new(sql: &'a str, params: Vec<Param<'a>>) -> Self {
+        Step {
+            sql,
+            params,
+            unless_one_row: None,
+        }
+    }
+}
+
+/// How a direct write transaction went.
+pub(crate) enum Written<O> {
+    /// Committed (`None`), or rolled back with a step's answer.
+    Done(Option<O>),
+    /// Another connection (another process) holds the write lock: nothing
+    /// was done; the caller waits off this thread and asks again.
+    Busy,
+}
+
+/// `steps` in one `BEGIN IMMEDIATE` transaction on this thread, never
+/// waiting for the write lock here.
+pub(crate) fn write<O: Copy>(
+    connection: &rusqlite::Connection,
+    steps: &[Step<'_, O>],
+) -> StoreResult<Written<O>> {
+    if !connection.is_autocommit() {
+        // Never expected (every path below ends its transaction); if it
+        // were, nothing half-done may be committed with this one.
+        connection.execute_batch("ROLLBACK").map_err(classify)?;
+    }
+    match connection.execute_batch("BEGIN IMMEDIATE") {
+        Ok(()) => {}
+        Err(err) if is_busy(&err) => return Ok(Written::Busy),
+        Err(err) => return Err(classify(err)),
+    }
+    let run = || -> StoreResult<Option<O>> {
+        for step in steps {
+            tracing::debug!(target: "sqlx::query", summary = "direct write", db.statement = step.sql);
+            let mut statement = connection.prepare_cached(step.sql).map_err(classify)?;
+            bind(&mut statement, &step.params)?;
+            let touched = statement.raw_execute().map_err(classify)?;
+            if touched != 1
+                && let Some(answer) = step.unless_one_row
+            {
+                return Ok(Some(answer));
+            }
+        }
+        Ok(None)
+    };
+    let outcome = run().and_then(|answer| match answer {
+        None => connection
+            .execute_batch("COMMIT")
+            .map(|()| None)
+            .map_err(classify),
+        Some(answer) => Ok(Some(answer)),
+    });
+    if !connection.is_autocommit() {
+        // A step's answer or an error: nothing of it stays.
+        let _ = connection.execute_batch("ROLLBACK");
+    }
+    outcome.map(Written::Done)
+}
+
+fn is_busy(err: &rusqlite::Error) -> bool {
+    matches!(
+        err,
+        rusqlite::Error::SqliteFailure(e, _)
+            if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }

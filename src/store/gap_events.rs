@@ -1,6 +1,7 @@
 //! Capability-gap events, listed newest first with a keyset cursor
 //! `(occurred_at, id)` so pages stay stable when timestamps are equal.
 
+use super::direct::{Param, Step};
 use super::{Store, StoreResult, on_pool};
 use crate::domain::account::AccountId;
 use crate::domain::diagnostics::{GapKind, GapReason};
@@ -26,37 +27,28 @@ pub struct GapCursor {
 const COLUMNS: &str =
     "id, kind, reason_code, conversation_id, capability, message_text, occurred_at";
 
-/// Inserts `$event` for `$account` on `$tx` (a turn writes its event in
-/// its own transaction).
-macro_rules! insert_gap_event {
-    ($tx:expr, $account:expr, $event:expr) => {
-        sqlx::query(
-            "INSERT INTO gap_events (account_id, id, kind, reason_code, conversation_id, capability, \
-             message_text, occurred_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind($account.number())
-        .bind(&$event.id)
-        .bind($event.kind)
-        .bind($event.reason_code)
-        .bind(&$event.conversation_id)
-        .bind(&$event.capability)
-        .bind(&$event.message_text)
-        .bind($event.occurred_at)
-        .execute(&mut *$tx)
-        .await?
-    };
+/// The statement that records one gap event, with [`gap_event_params`].
+pub(crate) const INSERT_GAP_EVENT: &str = "INSERT INTO gap_events (account_id, id, kind, reason_code, \
+     conversation_id, capability, message_text, occurred_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/// The parameters of [`INSERT_GAP_EVENT`] for `event`.
+pub(crate) fn gap_event_params<'a>(account: &AccountId, event: &'a GapEvent) -> Vec<Param<'a>> {
+    vec![
+        Param::Int(account.number()),
+        Param::Text(&event.id),
+        Param::Text(event.kind.as_str()),
+        Param::Text(event.reason_code.as_str()),
+        Param::MaybeText(event.conversation_id.as_deref()),
+        Param::MaybeText(event.capability.as_deref()),
+        Param::MaybeText(event.message_text.as_deref()),
+        Param::Int(event.occurred_at),
+    ]
 }
-pub(crate) use insert_gap_event;
 
 impl Store {
     pub async fn record_gap_event(&self, account: &AccountId, event: &GapEvent) -> StoreResult<()> {
-        let begin = self.write_transaction_statement();
-        let _gate = self.write_turn().await;
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_with(begin).await?;
-            insert_gap_event!(tx, account, event);
-            tx.commit().await
-        })?;
+        let step = Step::<()>::new(INSERT_GAP_EVENT, gap_event_params(account, event));
+        self.write_steps(&[step]).await?;
         Ok(())
     }
 

@@ -10,9 +10,7 @@
 //! - timestamps are Unix milliseconds (`BIGINT`), booleans are avoided.
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -172,17 +170,13 @@ impl Store {
                     .await?,
             ),
             kind => {
-                let options = SqliteConnectOptions::from_str(url)?
-                    .create_if_missing(true)
-                    .journal_mode(SqliteJournalMode::Wal)
-                    // NORMAL in WAL mode survives a killed process; only an OS crash may lose the last commits.
-                    .synchronous(SqliteSynchronous::Normal)
-                    .busy_timeout(SQLITE_BUSY_TIMEOUT)
-                    .foreign_keys(true)
-                    // Deleted rows are overwritten with zeros, not left in
-                    // free pages: erasure and retention leave no readable
-                    // trace in the file (SECURITY.md, "Data lifecycle").
-                    .pragma("secure_delete", "on");
+                let options = direct::CONNECTION_PRAGMAS.iter().fold(
+                    SqliteConnectOptions::from_str(url)?
+                        .create_if_missing(true)
+                        .journal_mode(SqliteJournalMode::Wal)
+                        .busy_timeout(SQLITE_BUSY_TIMEOUT),
+                    |options, (name, value)| options.pragma(*name, *value),
+                );
                 // Each in-memory connection would be its own database.
                 let max = if kind == DatabaseKind::SqliteMemory {
                     1
@@ -245,9 +239,9 @@ impl Store {
         decode: fn(&dyn direct::ReadRow) -> StoreResult<T>,
         first_only: bool,
     ) -> StoreResult<Vec<T>> {
-        use direct::{DirectReads, Param, Sqlx};
+        use direct::{Direct, Sqlx};
         if let Store::Sqlite(pool) = self {
-            let read = DirectReads::open(pool, |connection| {
+            let read = Direct::open(pool, |connection| {
                 direct::fetch(connection, sql, params, decode, first_only)
             });
             match read {
@@ -257,19 +251,61 @@ impl Store {
             }
         }
         on_pool!(self, pool => {
-            let mut query = sqlx::query(sql);
-            for param in params {
-                query = match *param {
-                    Param::Int(value) => query.bind(value),
-                    Param::Text(value) => query.bind(value),
-                };
-            }
+            let query = direct::bind_all(sqlx::query(sql), params);
             let rows = if first_only {
                 query.fetch_optional(pool).await?.into_iter().collect()
             } else {
                 query.fetch_all(pool).await?
             };
             rows.iter().map(|row| decode(&Sqlx(row))).collect()
+        })
+    }
+
+    /// `steps` in one write transaction, or nothing: committed (`None`), or
+    /// rolled back with the answer of the first step that did not touch
+    /// exactly one row. Holds the write gate. On a SQLite file the whole
+    /// transaction runs on this thread's own connection (`direct`), with
+    /// no hand-off per statement and no await inside it, so a client's
+    /// hang-up cannot stop it half-way; while another process holds the
+    /// write lock it waits here, off the thread, and asks again, up to the
+    /// busy timeout. Otherwise through sqlx.
+    pub(crate) async fn write_steps<O: Copy>(
+        &self,
+        steps: &[direct::Step<'_, O>],
+    ) -> StoreResult<Option<O>> {
+        let _gate = self.write_turn().await;
+        if let Store::Sqlite(pool) = self {
+            let started = std::time::Instant::now();
+            let mut pause = Duration::from_millis(1);
+            loop {
+                match direct::Direct::open(pool, |connection| direct::write(connection, steps)) {
+                    None => break,
+                    Some(Ok(direct::Written::Done(answer))) => return Ok(answer),
+                    Some(Ok(direct::Written::Busy)) if started.elapsed() < SQLITE_BUSY_TIMEOUT => {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(50));
+                    }
+                    Some(Ok(direct::Written::Busy)) => return Err(StoreError::Timeout),
+                    Some(Err(err)) => return Err(err),
+                }
+            }
+        }
+        let begin = self.write_transaction_statement();
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            for step in steps {
+                let touched = direct::bind_all(sqlx::query(step.sql), &step.params)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if touched != 1
+                    && let Some(answer) = step.unless_one_row
+                {
+                    return Ok(Some(answer));
+                }
+            }
+            tx.commit().await?;
+            Ok(None)
         })
     }
 

@@ -198,6 +198,71 @@ async fn point_reads_see_every_earlier_commit_of_another_replica(backend: Backen
     ));
 }
 
+/// On SQLite a write transaction runs on the asking thread's own
+/// connection and never waits there for the write lock: while another
+/// process holds it, the write waits off the thread (other tasks on the
+/// same one-thread runtime keep running), then commits once it is free.
+#[tokio::test(flavor = "current_thread")]
+async fn a_sqlite_write_waits_for_another_process_without_holding_its_thread() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use warden::domain::diagnostics::{GapKind, GapReason};
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    let event = |id: &str| warden::store::gap_events::GapEvent {
+        id: id.into(),
+        kind: GapKind::CoverageGap,
+        reason_code: GapReason::NoMatchingCapability,
+        conversation_id: None,
+        capability: None,
+        message_text: None,
+        occurred_at: 1,
+    };
+    // Warm this thread's connection with a first write.
+    store
+        .record_gap_event(&account, &event("gap_1"))
+        .await
+        .unwrap();
+
+    // "Another process": a connection of its own, outside the store,
+    // holding the write lock for a while.
+    use sqlx::Connection;
+    let mut other = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let ticks = Arc::new(AtomicU64::new(0));
+    let ticker = tokio::spawn({
+        let ticks = ticks.clone();
+        async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                ticks.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+    });
+    store
+        .record_gap_event(&account, &event("gap_2"))
+        .await
+        .unwrap();
+    // The write waited for the lock: the other process let go first, and
+    // meanwhile this one thread ran the ticker.
+    assert!(release.is_finished(), "the write did not wait for the lock");
+    assert!(
+        ticks.load(Ordering::Relaxed) >= 10,
+        "the waiting write held the runtime's only thread"
+    );
+    ticker.abort();
+    let page = store.list_gap_events(&account, 10, None).await.unwrap();
+    assert_eq!(page.len(), 2, "both events committed");
+}
+
 /// An in-memory SQLite database is one connection's own: its reads cannot
 /// run on another connection, and go through the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
