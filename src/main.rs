@@ -5,8 +5,27 @@ use clap::Parser;
 use std::process::ExitCode;
 use warden::cli::{Cli, Command};
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// The stack of each runtime thread. Short guest calls run on the thread
+/// that asks (`src/sandbox.rs`) and may use the sandbox's whole 1 MiB wasm
+/// stack below the request's own frames; 4 MiB keeps at least the margin a
+/// fresh blocking-pool thread of tokio's default 2 MiB had.
+const RUNTIME_THREAD_STACK: usize = 4 << 20;
+
+fn main() -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(RUNTIME_THREAD_STACK)
+        .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(run()),
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> ExitCode {
     let cli = Cli::parse();
     // Traces are the server's: the admin commands only log.
     let traces = match &cli.command {
