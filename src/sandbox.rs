@@ -63,7 +63,10 @@ const INLINE_INPUT_BYTES: usize = 16 << 10;
 /// Bounded: cleared whole when full (a cleared schema costs one budget more).
 #[derive(Default)]
 struct SlowSchemas {
-    keys: std::collections::HashSet<(String, String)>,
+    /// Account scope → its slow schema keys: looked up by `&str`, so the
+    /// check on every hot call allocates nothing once some schema is slow.
+    by_scope: HashMap<String, std::collections::HashSet<String>>,
+    count: usize,
 }
 
 /// Schemas remembered as slow at most, over all accounts.
@@ -71,18 +74,24 @@ const SLOW_SCHEMAS: usize = 10_000;
 
 impl SlowSchemas {
     fn contains(&self, scope: &str, schema_key: &str) -> bool {
-        // Allocation-free for the common case: nothing is slow.
-        !self.keys.is_empty()
-            && self
-                .keys
-                .contains(&(scope.to_owned(), schema_key.to_owned()))
+        self.by_scope
+            .get(scope)
+            .is_some_and(|keys| keys.contains(schema_key))
     }
 
     fn insert(&mut self, scope: &str, schema_key: &str) {
-        if self.keys.len() >= SLOW_SCHEMAS {
-            self.keys.clear();
+        if self.count >= SLOW_SCHEMAS {
+            self.by_scope.clear();
+            self.count = 0;
         }
-        self.keys.insert((scope.to_owned(), schema_key.to_owned()));
+        if self
+            .by_scope
+            .entry(scope.to_owned())
+            .or_default()
+            .insert(schema_key.to_owned())
+        {
+            self.count += 1;
+        }
     }
 }
 
@@ -776,7 +785,7 @@ mod tests {
         for i in 0..SLOW_SCHEMAS + 5 {
             slow.insert("acct_1", &format!("cap_{i}@1/input"));
         }
-        assert!(slow.keys.len() <= SLOW_SCHEMAS);
+        assert!(slow.count <= SLOW_SCHEMAS);
         assert!(slow.contains("acct_1", &format!("cap_{}@1/input", SLOW_SCHEMAS + 4)));
     }
 }
