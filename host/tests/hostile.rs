@@ -193,6 +193,37 @@ fn a_panic_is_a_trap() {
     healthy_still_works();
 }
 
+/// Short guest calls run inline on the server's runtime threads (4 MiB
+/// stacks), below the request's own frames. A guest that recurses without
+/// end must meet the sandbox's 1 MiB wasm stack limit as a trap, not the
+/// thread's native stack as a crash: shown here on a thread of half the
+/// runtime's stack, inline under a budget and on the full deadline.
+#[test]
+fn endless_recursion_is_a_trap_on_a_runtime_sized_thread() {
+    const HALF_A_RUNTIME_THREAD: usize = 2 << 20;
+    let s = load("recurse");
+    let outcomes = std::thread::Builder::new()
+        .stack_size(HALF_A_RUNTIME_THREAD)
+        .spawn(move || {
+            let inline = s
+                .within(Duration::from_millis(50))
+                .validate_arguments("acct", SCHEMA, "{}");
+            let pooled = s.prune_output("acct", SCHEMA, "{}");
+            let stats = s.stats();
+            (inline, pooled, stats)
+        })
+        .unwrap()
+        .join()
+        .expect("the calling thread survives the guest's recursion");
+    let (inline, pooled, stats) = outcomes;
+    let inline = inline.unwrap_err();
+    assert!(matches!(inline, SandboxError::Trap(_)), "{inline:?}");
+    let pooled = pooled.unwrap_err();
+    assert!(matches!(pooled, SandboxError::Trap(_)), "{pooled:?}");
+    assert_eq!(stats.discarded_after_fault, 2, "{stats:?}");
+    healthy_still_works();
+}
+
 #[test]
 fn a_huge_answer_is_refused() {
     let s = load_without_deadline_pressure("huge");
