@@ -342,6 +342,33 @@ where
     query
 }
 
+/// Runs a write's `steps` in the open sqlx transaction `tx` (either
+/// backend) and ends it: committed (`Ok(None)`), or rolled back with the
+/// answer of the first step that did not touch exactly one row. A macro,
+/// not a function: sqlx's executor bounds over both backends' transaction
+/// types would be longer than the loop.
+macro_rules! run_steps {
+    ($tx:ident, $steps:expr) => {{
+        let mut answer = None;
+        for step in $steps {
+            let touched = $crate::store::direct::bind_all(sqlx::query(step.sql), &step.params)
+                .execute(&mut *$tx)
+                .await?
+                .rows_affected();
+            if touched != 1 && step.unless_one_row.is_some() {
+                answer = step.unless_one_row;
+                break;
+            }
+        }
+        match answer {
+            Some(answer) => $tx.rollback().await.map(|()| Some(answer)),
+            None => $tx.commit().await.map(|()| None),
+        }
+        .map_err($crate::store::StoreError::from)
+    }};
+}
+pub(crate) use run_steps;
+
 /// One statement of a write transaction, for either driver: its text, its
 /// parameters, and what the transaction answers (rolled back) when the
 /// statement does not touch exactly one row.

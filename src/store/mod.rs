@@ -28,6 +28,7 @@ mod error;
 pub mod gap_events;
 pub mod idempotency;
 pub mod mcp_calls;
+mod pg_lane;
 pub mod platform;
 pub mod policy;
 pub mod prompt_integrations;
@@ -41,7 +42,10 @@ macro_rules! on_pool {
     ($store:expr, $pool:ident => $body:expr) => {
         match $store {
             $crate::store::Store::Sqlite($pool) => $body,
-            $crate::store::Store::Postgres($pool) => $body,
+            $crate::store::Store::Postgres(postgres) => {
+                let $pool = &postgres.pool;
+                $body
+            }
         }
     };
 }
@@ -50,7 +54,30 @@ pub(crate) use on_pool;
 #[derive(Clone, Debug)]
 pub enum Store {
     Sqlite(SqlitePool),
-    Postgres(PgPool),
+    Postgres(PgStore),
+}
+
+/// A PostgreSQL database: sqlx's pool, and the lane of connections its hot
+/// statements take (`pg_lane`).
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+    lane: std::sync::Arc<pg_lane::PgLane>,
+}
+
+impl PgStore {
+    fn new(pool: PgPool) -> Self {
+        let lane = pg_lane::PgLane::new((*pool.connect_options()).clone());
+        PgStore {
+            pool,
+            lane: std::sync::Arc::new(lane),
+        }
+    }
+
+    /// sqlx's pool, for statements outside the hot paths (and tests).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
 }
 
 /// What a database URL points at; decides defaults such as the key file.
@@ -153,7 +180,7 @@ impl Store {
     /// Connects (creating a SQLite file if missing) and applies migrations.
     pub async fn connect(url: &str) -> StoreResult<Self> {
         let store = match DatabaseKind::of_url(url)? {
-            DatabaseKind::Postgres => Store::Postgres(
+            DatabaseKind::Postgres => Store::Postgres(PgStore::new(
                 PgPoolOptions::new()
                     .max_connections(10)
                     .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -168,7 +195,7 @@ impl Store {
                     })
                     .connect(url)
                     .await?,
-            ),
+            )),
             kind => {
                 let options = direct::CONNECTION_PRAGMAS.iter().fold(
                     SqliteConnectOptions::from_str(url)?
@@ -205,7 +232,11 @@ impl Store {
     async fn migrate(&self) -> StoreResult<()> {
         match self {
             Store::Sqlite(pool) => sqlx::migrate!("migrations/sqlite").run(pool).await?,
-            Store::Postgres(pool) => sqlx::migrate!("migrations/postgres").run(pool).await?,
+            Store::Postgres(postgres) => {
+                sqlx::migrate!("migrations/postgres")
+                    .run(&postgres.pool)
+                    .await?
+            }
         }
         Ok(())
     }
@@ -213,6 +244,8 @@ impl Store {
     /// At most one row of `sql` (a hot read written for both backends),
     /// decoded by `decode`. On a SQLite file it runs on this thread's own
     /// connection (`direct`): no hand-off to sqlx-sqlite's worker thread.
+    /// On PostgreSQL on a connection of the lane (`pg_lane`): no release
+    /// ping.
     pub(crate) async fn read_optional<T>(
         &self,
         sql: &str,
@@ -240,14 +273,30 @@ impl Store {
         first_only: bool,
     ) -> StoreResult<Vec<T>> {
         use direct::{Direct, Sqlx};
-        if let Store::Sqlite(pool) = self {
-            let read = Direct::open(pool, |connection| {
-                direct::fetch(connection, sql, params, decode, first_only)
-            });
-            match read {
-                // Busy (a recovery under way): sqlx's worker may wait for it.
-                Some(Err(StoreError::Unavailable(_))) | None => {}
-                Some(read) => return read,
+        match self {
+            Store::Sqlite(pool) => {
+                let read = Direct::open(pool, |connection| {
+                    direct::fetch(connection, sql, params, decode, first_only)
+                });
+                match read {
+                    // Busy (a recovery under way): sqlx's worker may wait for it.
+                    Some(Err(StoreError::Unavailable(_))) | None => {}
+                    Some(read) => return read,
+                }
+            }
+            Store::Postgres(postgres) => {
+                let mut lease = postgres.lane.lease().await?;
+                let query = direct::bind_all(sqlx::query(sql), params);
+                let rows = if first_only {
+                    query
+                        .fetch_optional(lease.connection())
+                        .await
+                        .map(|row| row.into_iter().collect())
+                } else {
+                    query.fetch_all(lease.connection()).await
+                };
+                let rows: Vec<_> = lease.settle(rows)?;
+                return rows.iter().map(|row| decode(&Sqlx(row))).collect();
             }
         }
         on_pool!(self, pool => {
@@ -268,7 +317,9 @@ impl Store {
     /// no hand-off per statement and no await inside it, so a client's
     /// hang-up cannot stop it half-way; while another process holds the
     /// write lock it waits here, off the thread, and asks again, up to the
-    /// busy timeout. Otherwise through sqlx.
+    /// busy timeout. On PostgreSQL on a connection of the lane (`pg_lane`),
+    /// closed rather than reused if the transaction did not end. Otherwise
+    /// (an in-memory SQLite database) through sqlx.
     pub(crate) async fn write_steps<O: Copy>(
         &self,
         steps: &[direct::Step<'_, O>],
@@ -290,23 +341,18 @@ impl Store {
                 }
             }
         }
-        let begin = self.write_transaction_statement();
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_with(begin).await?;
-            for step in steps {
-                let touched = direct::bind_all(sqlx::query(step.sql), &step.params)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                if touched != 1
-                    && let Some(answer) = step.unless_one_row
-                {
-                    return Ok(Some(answer));
-                }
+        match self {
+            Store::Postgres(postgres) => {
+                let mut lease = postgres.lane.lease().await?;
+                let outcome = pg_lane::write(lease.connection(), steps).await;
+                lease.settle(outcome)
             }
-            tx.commit().await?;
-            Ok(None)
-        })
+            // An in-memory database, or a file direct could not open.
+            Store::Sqlite(pool) => {
+                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                direct::run_steps!(tx, steps)
+            }
+        }
     }
 
     /// A cheap round trip, for the health check.
@@ -350,10 +396,17 @@ impl Store {
     /// The pool's connections: (idle, in use), for the pool gauge.
     pub fn pool_connections(&self) -> (usize, usize) {
         let (size, idle) = on_pool!(self, pool => (pool.size() as usize, pool.num_idle()));
-        (idle, size.saturating_sub(idle))
+        let (lane_idle, lane_in_use) = match self {
+            Store::Postgres(postgres) => postgres.lane.connections(),
+            Store::Sqlite(_) => (0, 0),
+        };
+        (idle + lane_idle, size.saturating_sub(idle) + lane_in_use)
     }
 
     pub async fn close(&self) {
+        if let Store::Postgres(postgres) = self {
+            postgres.lane.close().await;
+        }
         on_pool!(self, pool => pool.close().await)
     }
 }

@@ -130,14 +130,20 @@ async fn send_and_hang_up(address: SocketAddr, probe: Probe, cut: Cut, split: f6
 async fn scalar(store: &Store, sql: &str) -> i64 {
     match store {
         Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap(),
-        Store::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await.unwrap(),
+        Store::Postgres(pool) => sqlx::query_scalar(sql)
+            .fetch_one(pool.pool())
+            .await
+            .unwrap(),
     }
 }
 
 async fn strings(store: &Store, sql: &str) -> Vec<String> {
     match store {
         Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
-        Store::Postgres(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+        Store::Postgres(pool) => sqlx::query_scalar(sql)
+            .fetch_all(pool.pool())
+            .await
+            .unwrap(),
     }
 }
 

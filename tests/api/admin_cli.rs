@@ -83,9 +83,10 @@ async fn admin_creates_accounts_and_keys_that_work_until_revoked(backend: Backen
             );
         }
         Backend::Postgres => {
-            let warden::store::Store::Postgres(pool) = &app.store else {
+            let warden::store::Store::Postgres(postgres) = &app.store else {
                 unreachable!()
             };
+            let pool = postgres.pool();
             let rows: Vec<(String,)> =
                 sqlx::query_as("SELECT row_to_json(k)::text FROM api_keys k")
                     .fetch_all(pool)

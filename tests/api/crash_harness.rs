@@ -62,7 +62,7 @@ macro_rules! rows {
     ($store:expr, $ty:ty, $sql:expr) => {
         match $store {
             Store::Sqlite(pool) => sqlx::query_as::<_, $ty>($sql).fetch_all(pool).await,
-            Store::Postgres(pool) => sqlx::query_as::<_, $ty>($sql).fetch_all(pool).await,
+            Store::Postgres(pool) => sqlx::query_as::<_, $ty>($sql).fetch_all(pool.pool()).await,
         }
         .unwrap()
     };
@@ -683,9 +683,10 @@ impl Harness {
     /// unacknowledged, may land, and must be decided before the checks read.
     /// Every session but the checker's belongs to the dead process here.
     async fn wait_for_orphaned_statements(&mut self) {
-        let Store::Postgres(pool) = &self.store else {
+        let Store::Postgres(postgres) = &self.store else {
             return;
         };
+        let pool = postgres.pool();
         let sql = format!(
             "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
              AND backend_type = 'client backend' AND application_name <> '{CHECKER}'"

@@ -54,7 +54,7 @@ fn removed_total(report: &Value) -> u64 {
 async fn sql_count(store: &Store, sql: &str) -> i64 {
     match store {
         Store::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await,
-        Store::Postgres(p) => sqlx::query_scalar(sql).fetch_one(p).await,
+        Store::Postgres(p) => sqlx::query_scalar(sql).fetch_one(p.pool()).await,
     }
     .unwrap()
 }
@@ -62,7 +62,7 @@ async fn sql_count(store: &Store, sql: &str) -> i64 {
 async fn sql_execute(store: &Store, sql: &str) {
     match store {
         Store::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
-        Store::Postgres(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+        Store::Postgres(p) => sqlx::query(sql).execute(p.pool()).await.map(|_| ()),
     }
     .unwrap();
 }

@@ -118,9 +118,10 @@ async fn check_replies(api: &FakeSendApi, store: &warden::store::Store, total: u
         warden::store::Store::Sqlite(pool) => {
             sqlx::query_scalar(sql).fetch_all(pool).await.unwrap()
         }
-        warden::store::Store::Postgres(pool) => {
-            sqlx::query_scalar(sql).fetch_all(pool).await.unwrap()
-        }
+        warden::store::Store::Postgres(pool) => sqlx::query_scalar(sql)
+            .fetch_all(pool.pool())
+            .await
+            .unwrap(),
     };
     assert_eq!(accepted.len(), total);
     let mut expected: BTreeMap<String, Vec<String>> = BTreeMap::new();

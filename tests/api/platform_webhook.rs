@@ -368,7 +368,10 @@ pub(crate) async fn strings(app: &TestApp, sql: &str) -> Vec<Option<String>> {
     use warden::store::Store;
     match &app.store {
         Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
-        Store::Postgres(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+        Store::Postgres(pool) => sqlx::query_scalar(sql)
+            .fetch_all(pool.pool())
+            .await
+            .unwrap(),
     }
 }
 
@@ -652,7 +655,10 @@ async fn integers(app: &TestApp, sql: &str) -> Vec<i64> {
     use warden::store::Store;
     match &app.store {
         Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
-        Store::Postgres(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
+        Store::Postgres(pool) => sqlx::query_scalar(sql)
+            .fetch_all(pool.pool())
+            .await
+            .unwrap(),
     }
 }
 

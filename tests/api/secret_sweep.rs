@@ -244,9 +244,10 @@ impl Sweep {
             return self.db.sqlite_bytes();
         }
         let store = warden::store::Store::connect(&self.db.url).await.unwrap();
-        let warden::store::Store::Postgres(pool) = &store else {
+        let warden::store::Store::Postgres(postgres) = &store else {
             unreachable!()
         };
+        let pool = postgres.pool();
         let tables: Vec<(String,)> = sqlx::query_as(
             "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'",
         )

@@ -58,7 +58,7 @@ async fn idempotency_claims_expire_and_are_purged(backend: Backend) {
             sqlx::query(age).execute(p).await.unwrap();
         }
         warden::store::Store::Postgres(p) => {
-            sqlx::query(age).execute(p).await.unwrap();
+            sqlx::query(age).execute(p.pool()).await.unwrap();
         }
     }
     assert_eq!(
@@ -189,13 +189,27 @@ async fn point_reads_see_every_earlier_commit_of_another_replica(backend: Backen
     let sql = "UPDATE capability_credentials SET auth_type = 'telepathy'";
     match &writer {
         warden::store::Store::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
-        warden::store::Store::Postgres(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+        warden::store::Store::Postgres(p) => sqlx::query(sql).execute(p.pool()).await.map(|_| ()),
     }
     .unwrap();
     assert!(matches!(
         reader.get_credential(&account, "crm").await,
         Err(StoreError::Corrupt(_))
     ));
+}
+
+/// A coverage-gap event with id `id`, for the tests that need a write.
+fn gap_event(id: &str) -> warden::store::gap_events::GapEvent {
+    use warden::domain::diagnostics::{GapKind, GapReason};
+    warden::store::gap_events::GapEvent {
+        id: id.into(),
+        kind: GapKind::CoverageGap,
+        reason_code: GapReason::NoMatchingCapability,
+        conversation_id: None,
+        capability: None,
+        message_text: None,
+        occurred_at: 1,
+    }
 }
 
 /// On SQLite a write transaction runs on the asking thread's own
@@ -206,22 +220,12 @@ async fn point_reads_see_every_earlier_commit_of_another_replica(backend: Backen
 async fn a_sqlite_write_waits_for_another_process_without_holding_its_thread() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
-    use warden::domain::diagnostics::{GapKind, GapReason};
     let db = TestDb::new(Backend::Sqlite).await;
     let store = warden::store::Store::connect(&db.url).await.unwrap();
     let account = store.create_account("acme").await.unwrap();
-    let event = |id: &str| warden::store::gap_events::GapEvent {
-        id: id.into(),
-        kind: GapKind::CoverageGap,
-        reason_code: GapReason::NoMatchingCapability,
-        conversation_id: None,
-        capability: None,
-        message_text: None,
-        occurred_at: 1,
-    };
     // Warm this thread's connection with a first write.
     store
-        .record_gap_event(&account, &event("gap_1"))
+        .record_gap_event(&account, &gap_event("gap_1"))
         .await
         .unwrap();
 
@@ -248,7 +252,7 @@ async fn a_sqlite_write_waits_for_another_process_without_holding_its_thread() {
         sqlx::query("COMMIT").execute(&mut other).await.unwrap();
     });
     store
-        .record_gap_event(&account, &event("gap_2"))
+        .record_gap_event(&account, &gap_event("gap_2"))
         .await
         .unwrap();
     // The write waited for the lock: the other process let go first, and
@@ -363,9 +367,12 @@ async fn an_idle_postgresql_connection_the_server_dropped_is_replaced() {
     let db = TestDb::new(Backend::Postgres).await;
     let store = warden::store::Store::connect(&db.url).await.unwrap();
     let account = store.create_account("acme").await.unwrap();
-    let warden::store::Store::Postgres(pool) = &store else {
+    let warden::store::Store::Postgres(postgres) = &store else {
         unreachable!("a PostgreSQL store")
     };
+    let pool = postgres.pool();
+    // A read on the lane too (store/pg_lane.rs), which keeps its connection.
+    store.turn_basis(&account).await.unwrap();
     let pids: Vec<i32> = sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_all(pool)
         .await
@@ -395,7 +402,134 @@ async fn an_idle_postgresql_connection_the_server_dropped_is_replaced() {
             "a read after the server dropped the pool's connections: {:?}",
             read.err()
         );
+        let lane_read = store.turn_basis(&account).await;
+        assert!(
+            lane_read.is_ok(),
+            "a lane read after the server dropped its connection: {:?}",
+            lane_read.err()
+        );
     }
+}
+
+/// PostgreSQL's hot reads and writes run on connections of their own
+/// (`store/pg_lane.rs`), handed back without sqlx's release ping. One whose
+/// work failed or was cut off inside its transaction is closed, never handed
+/// on: the cut-off turn leaves no transaction open and nothing written, and
+/// the next reads and writes succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgresql_write_cut_off_inside_its_transaction_leaves_nothing_open() {
+    use sqlx::Connection;
+    use std::time::{Duration, Instant};
+    let db = TestDb::new(Backend::Postgres).await;
+    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    store
+        .record_gap_event(&account, &gap_event("gap_1"))
+        .await
+        .unwrap();
+    // A write that fails (the same id again): the store's error, and the
+    // lane serves the next read.
+    assert!(
+        store
+            .record_gap_event(&account, &gap_event("gap_1"))
+            .await
+            .is_err()
+    );
+    store.turn_basis(&account).await.unwrap();
+
+    // A turn's write cut off inside its transaction: the conversation and
+    // its messages are written, then it waits for a lock on the gap events.
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let database: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    let mut lock = admin.begin().await.unwrap();
+    sqlx::query("LOCK TABLE gap_events IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let writer = tokio::spawn({
+        let store = store.clone();
+        async move {
+            use warden::store::conversations::{
+                NewConversation, NewMessage, PendingChange, TurnRecord,
+            };
+            let gap = gap_event("gap_cut");
+            let turn = TurnRecord {
+                conversation_id: "conv_cut",
+                new_conversation: Some(NewConversation { user_id: None }),
+                decided_language: None,
+                called_capability: None,
+                user_message: NewMessage {
+                    id: "msg_cut_1",
+                    body: "hola",
+                    metadata: None,
+                },
+                assistant_message: NewMessage {
+                    id: "msg_cut_2",
+                    body: "hola",
+                    metadata: None,
+                },
+                interaction: None,
+                set_references: Vec::new(),
+                clear_references: Vec::new(),
+                pending: PendingChange::Keep,
+                gap_event: Some(&gap),
+                started_at: 0,
+            };
+            store.commit_turn(&account, &turn).await
+        }
+    });
+    let sessions = |condition: &'static str| {
+        let url = db.url.clone();
+        let database = database.clone();
+        async move {
+            let mut watcher = sqlx::PgConnection::connect(&url).await.unwrap();
+            let sql = format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid() AND {condition}"
+            );
+            let count: i64 = sqlx::query_scalar(&sql)
+                .bind(&database)
+                .fetch_one(&mut watcher)
+                .await
+                .unwrap();
+            count
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sessions("wait_event_type = 'Lock'").await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the write never waited for the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    writer.abort();
+    assert!(writer.await.unwrap_err().is_cancelled());
+    lock.rollback().await.unwrap();
+    // Its connection was closed: the server ends that session and its
+    // transaction instead of keeping it open for the next user.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sessions("state LIKE 'idle in transaction%'").await > 0 {
+        assert!(Instant::now() < deadline, "a transaction was left open");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    store
+        .record_gap_event(&account, &gap_event("gap_2"))
+        .await
+        .unwrap();
+    let ids: Vec<String> = store
+        .list_gap_events(&account, 10, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|event| event.id)
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(!ids.contains(&"gap_cut".to_string()), "{ids:?}");
+    let cut = store.find_conversation(&account, "conv_cut").await.unwrap();
+    assert!(cut.is_none(), "the cut-off turn's conversation was written");
 }
 
 /// A turn writes its user and assistant messages in one statement; the
@@ -417,7 +551,9 @@ async fn a_conversations_messages_keep_the_order_they_were_said(backend: Backend
     );
     let said: Vec<String> = match &shop.app.store {
         warden::store::Store::Sqlite(p) => sqlx::query_scalar(&sql).fetch_all(p).await.unwrap(),
-        warden::store::Store::Postgres(p) => sqlx::query_scalar(&sql).fetch_all(p).await.unwrap(),
+        warden::store::Store::Postgres(p) => {
+            sqlx::query_scalar(&sql).fetch_all(p.pool()).await.unwrap()
+        }
     };
     let roles: Vec<&str> = said.iter().map(|m| m.split(':').next().unwrap()).collect();
     assert_eq!(

@@ -12,7 +12,7 @@ use warden::store::{Constraint, Store, StoreError};
 async fn execute(store: &Store, sql: &str) {
     match store {
         Store::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(|_| ()),
-        Store::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(|_| ()),
+        Store::Postgres(pool) => sqlx::query(sql).execute(pool.pool()).await.map(|_| ()),
     }
     .unwrap();
 }

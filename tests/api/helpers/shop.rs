@@ -248,7 +248,9 @@ impl Shop {
         let sql = format!("UPDATE interactions SET expires_at = 0 WHERE id = '{interaction}'");
         match &self.app.store {
             warden::store::Store::Sqlite(p) => sqlx::query(&sql).execute(p).await.map(|_| ()),
-            warden::store::Store::Postgres(p) => sqlx::query(&sql).execute(p).await.map(|_| ()),
+            warden::store::Store::Postgres(p) => {
+                sqlx::query(&sql).execute(p.pool()).await.map(|_| ())
+            }
         }
         .unwrap();
     }
