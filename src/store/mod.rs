@@ -279,10 +279,18 @@ impl Store {
                     direct::fetch(connection, sql, params, decode, first_only)
                 });
                 match read {
-                    // Busy (a recovery under way): sqlx's worker may wait for it.
+                    // Busy (a recovery under way): sqlx's worker may wait for
+                    // it. In memory: sqlx's one connection is the database.
                     Some(Err(StoreError::Unavailable(_))) | None => {}
                     Some(read) => return read,
                 }
+                let query = direct::bind_all(sqlx::query(sql), params);
+                let rows = if first_only {
+                    query.fetch_optional(pool).await?.into_iter().collect()
+                } else {
+                    query.fetch_all(pool).await?
+                };
+                rows.iter().map(|row| decode(&Sqlx(row))).collect()
             }
             Store::Postgres(postgres) => {
                 let mut lease = postgres.lane.lease().await?;
@@ -296,18 +304,9 @@ impl Store {
                     query.fetch_all(lease.connection()).await
                 };
                 let rows: Vec<_> = lease.settle(rows)?;
-                return rows.iter().map(|row| decode(&Sqlx(row))).collect();
+                rows.iter().map(|row| decode(&Sqlx(row))).collect()
             }
         }
-        on_pool!(self, pool => {
-            let query = direct::bind_all(sqlx::query(sql), params);
-            let rows = if first_only {
-                query.fetch_optional(pool).await?.into_iter().collect()
-            } else {
-                query.fetch_all(pool).await?
-            };
-            rows.iter().map(|row| decode(&Sqlx(row))).collect()
-        })
     }
 
     /// `steps` in one write transaction, or nothing: committed (`None`), or

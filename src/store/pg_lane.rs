@@ -4,7 +4,7 @@
 //! sqlx (0.8, and 0.9 alike) pings every pooled connection on its way back
 //! to the pool: one more network round trip, and a task spawned for it, per
 //! statement run outside a transaction and per transaction. On a turn that
-//! was 8 % of PostgreSQL's CPU (docs/benchmarks.md, "The release ping").
+//! was 8 % of PostgreSQL's CPU (docs/benchmarks.md, "The release ping removed").
 //! The reads and write transactions that `direct` runs on SQLite's own
 //! connections (`Store::read_optional`, `read_all`, `write_steps`) run
 //! here on PostgreSQL, on at most [`LANE_CONNECTIONS`] connections besides
