@@ -1,0 +1,195 @@
+//! Where a hot guest call runs: on the thread that asks for it under
+//! [`INLINE_BUDGET`] when it is short, on the blocking pool otherwise (and
+//! again there when the short run overran, its schema then remembered as
+//! slow); and the one place every guest call is observed (metric, span).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use warden_host::{Sandbox, SandboxError, Violation};
+
+use super::PolicySandbox;
+
+/// How long a guest call may run on the thread that asks for it before it
+/// is stopped and run again on the blocking pool. A warm call with a small
+/// input takes 10–100 µs; the epoch tick (2 ms) rounds this up, so a
+/// runtime thread is held at most 4 ms by a call that turns out slow (a
+/// pattern batch, which asks nothing more once its budget is spent, at
+/// most about 6 ms).
+pub(super) const INLINE_BUDGET: Duration = Duration::from_millis(2);
+
+/// Inputs (schema text, arguments, endpoint result, candidates) larger than
+/// this go to the blocking pool at once: their call is not short.
+pub(super) const INLINE_INPUT_BYTES: usize = 16 << 10;
+
+/// Schemas whose calls overran [`INLINE_BUDGET`]: (account scope, schema
+/// key). Their calls go to the blocking pool without trying inline first.
+/// Bounded: cleared whole when full (a cleared schema costs one budget more).
+#[derive(Default)]
+pub(super) struct SlowSchemas {
+    /// Account scope → its slow schema keys: looked up by `&str`, so the
+    /// check on every hot call allocates nothing once some schema is slow.
+    by_scope: HashMap<String, std::collections::HashSet<String>>,
+    count: usize,
+}
+
+/// Schemas remembered as slow at most, over all accounts.
+const SLOW_SCHEMAS: usize = 10_000;
+
+impl SlowSchemas {
+    pub(super) fn contains(&self, scope: &str, schema_key: &str) -> bool {
+        self.by_scope
+            .get(scope)
+            .is_some_and(|keys| keys.contains(schema_key))
+    }
+
+    pub(super) fn insert(&mut self, scope: &str, schema_key: &str) {
+        if self.count >= SLOW_SCHEMAS {
+            self.by_scope.clear();
+            self.count = 0;
+        }
+        if self
+            .by_scope
+            .entry(scope.to_owned())
+            .or_default()
+            .insert(schema_key.to_owned())
+        {
+            self.count += 1;
+        }
+    }
+}
+
+impl PolicySandbox {
+    /// One hot guest call on `scope` and the schema `schema_key`: where it
+    /// is asked, under [`INLINE_BUDGET`], when its inputs are `short` and
+    /// the schema is not known to be slow; on the blocking pool otherwise,
+    /// and again there (with the full deadline) when the short run overran.
+    pub(super) async fn run_short_or_blocking<T: GuestAnswer + Send + 'static>(
+        &self,
+        export: &'static str,
+        short: bool,
+        scope: String,
+        schema_key: String,
+        call: impl Fn(&Sandbox, &str, &str) -> Result<T, SandboxError> + Send + 'static,
+    ) -> Result<T, SandboxError> {
+        if short && !self.is_slow(&scope, &schema_key) {
+            let span = guest_span(export);
+            let started = Instant::now();
+            match call(&self.inline, &scope, &schema_key) {
+                Err(SandboxError::OverBudget(_)) => {
+                    drop(span);
+                    self.mark_slow(export, &scope, &schema_key);
+                }
+                answer => {
+                    drop(span);
+                    observe_guest_call(export, started, &answer);
+                    return answer;
+                }
+            }
+        }
+        let sandbox = self.sandbox.clone();
+        run_blocking(export, move || call(&sandbox, &scope, &schema_key)).await
+    }
+
+    pub(super) fn is_slow(&self, scope: &str, schema_key: &str) -> bool {
+        self.slow
+            .lock()
+            .map(|slow| slow.contains(scope, schema_key))
+            .unwrap_or(true)
+    }
+
+    /// Remembers that a call on `schema_key` overran [`INLINE_BUDGET`].
+    pub(super) fn mark_slow(&self, export: &'static str, scope: &str, schema_key: &str) {
+        tracing::debug!(export, schema_key, budget = ?INLINE_BUDGET,
+            "a guest call overran its inline budget; its schema now goes to the blocking pool");
+        if let Ok(mut slow) = self.slow.lock() {
+            slow.insert(scope, schema_key);
+        }
+    }
+}
+
+/// One guest call on the blocking pool.
+pub(super) async fn run_blocking<T: GuestAnswer + Send + 'static>(
+    export: &'static str,
+    call: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
+) -> Result<T, SandboxError> {
+    let span = guest_span(export);
+    let started = Instant::now();
+    let answer = tokio::task::spawn_blocking(call)
+        .await
+        .unwrap_or_else(|join| {
+            Err(SandboxError::Unavailable(format!(
+                "sandbox call panicked: {join}"
+            )))
+        });
+    drop(span);
+    observe_guest_call(export, started, &answer);
+    answer
+}
+
+/// The one place a guest call's answer is counted
+/// (`warden_guest_calls_total` and its duration), wherever it ran.
+pub(super) fn observe_guest_call<T: GuestAnswer>(
+    export: &'static str,
+    started: Instant,
+    answer: &Result<T, SandboxError>,
+) {
+    let outcome = match answer {
+        Ok(answer) if answer.refused() => "refused",
+        Ok(_) => "ok",
+        Err(err) => guest_fault(err),
+    };
+    crate::metrics::guest_call(export, outcome, started.elapsed());
+}
+
+/// The span of one guest call, named by its export: a leaf of the trace.
+pub(super) fn guest_span(export: &'static str) -> crate::trace_context::Leaf {
+    crate::trace_context::Leaf::start(opentelemetry::trace::SpanKind::Internal, || {
+        (
+            export.into(),
+            vec![opentelemetry::KeyValue::new("warden.guest.export", export)],
+        )
+    })
+}
+
+/// A guest fault as the guest-call metric's outcome.
+pub(super) fn guest_fault(err: &SandboxError) -> &'static str {
+    match err {
+        SandboxError::Deadline(_) => "deadline",
+        SandboxError::MemoryLimit { .. } | SandboxError::TableLimit { .. } => "memory",
+        SandboxError::Trap(_) => "trap",
+        _ => "fault",
+    }
+}
+
+/// Whether a guest's answer refused its input (violations found).
+pub(super) trait GuestAnswer {
+    fn refused(&self) -> bool;
+}
+
+impl GuestAnswer for Vec<Violation> {
+    fn refused(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl<T> GuestAnswer for Result<T, Vec<Violation>> {
+    fn refused(&self) -> bool {
+        self.is_err()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slow_set_is_bounded() {
+        let mut slow = SlowSchemas::default();
+        for i in 0..SLOW_SCHEMAS + 5 {
+            slow.insert("acct_1", &format!("cap_{i}@1/input"));
+        }
+        assert!(slow.count <= SLOW_SCHEMAS);
+        assert!(slow.contains("acct_1", &format!("cap_{}@1/input", SLOW_SCHEMAS + 4)));
+    }
+}
