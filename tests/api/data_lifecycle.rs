@@ -436,15 +436,14 @@ fn policy(batch: i64) -> RetentionPolicy {
 }
 
 /// `count` conversations of three messages each, last active at `at`.
+/// The seeded account's id, in SQL.
+const SHOP: &str = "(SELECT id FROM accounts WHERE name = 'shop')";
+
 async fn seed_conversations(store: &Store, prefix: &str, count: usize, at: i64) {
     for chunk in (0..count).collect::<Vec<_>>().chunks(100) {
         let conversations: Vec<String> = chunk
             .iter()
-            .map(|i| {
-                format!(
-                    "('{prefix}{i}', (SELECT id FROM accounts WHERE name = 'shop'), 'seed-user', {at}, {at})"
-                )
-            })
+            .map(|i| format!("('{prefix}{i}', {SHOP}, 'seed-user', {at}, {at})"))
             .collect();
         sql_execute(
             store,
@@ -554,8 +553,23 @@ async fn retention_purges_exactly_what_expired_in_batches_while_turns_go_on(back
         "[{backend:?}] purge of 2000 conversations (5999 messages) in batches of 50: {purge_time:?}, {} batches",
         report.conversation_batches
     );
+    let slowest_before = *baseline.iter().max().unwrap();
+    let slowest_during = *during.iter().max().unwrap();
+    let turns_during = during.len();
     print_latencies(&format!("[{backend:?}] turns before the purge"), baseline);
     print_latencies(&format!("[{backend:?}] turns during the purge"), during);
+    // No turn waits for the purge as a whole: turns went on between its
+    // batches, and the slowest of them stays within twice the slowest of
+    // the same run before the purge (plus scheduling slack). A purge in one
+    // transaction holds a turn for all of `purge_time` and fails both.
+    assert!(
+        turns_during >= 3,
+        "turns kept going during the {purge_time:?} purge: {turns_during}"
+    );
+    assert!(
+        slowest_during <= slowest_before * 2 + Duration::from_millis(25),
+        "no latency spike: slowest turn {slowest_during:?} during the purge, {slowest_before:?} before"
+    );
 
     assert_eq!(report.conversations.conversations, 2000, "{report:?}");
     assert_eq!(report.conversations.messages, 1999 * 3 + 2, "{report:?}");
@@ -635,6 +649,47 @@ async fn every_replica_purges_at_once_and_each_kind_keeps_its_stated_time(backen
         };
         store.insert_test_record(&account, &test).await.unwrap();
     }
+    // Prompt-integration usage rows (audit, 180 days) and the platform
+    // queue's messages (finished ones kept 7 days, unfinished ones never
+    // purged), seeded on both sides of their limits.
+    sql_execute(
+        &store,
+        &format!(
+            "INSERT INTO prompt_integrations (id, account_id, name, origin, challenge_action, status, \
+             revision, manifest, created_at, updated_at) VALUES ('pi_aged', {SHOP}, 'aged', \
+             'https://shop.example', 'ask', 'active', 1, '{{}}', {t}, {t})"
+        ),
+    )
+    .await;
+    for (i, age_days) in [(0, 200), (1, 179), (2, 181)] {
+        sql_execute(
+            &store,
+            &format!(
+                "INSERT INTO prompt_integration_usage (integration_id, account_id, day, outcome, created_at) \
+                 VALUES ('pi_aged', {SHOP}, '2026-01-0{i}', 'completed', {at})",
+                at = t - age_days * DAY
+            ),
+        )
+        .await;
+    }
+    for (i, state, age_days) in [
+        (0, "replied", 8),
+        (1, "dead", 8),
+        (2, "queued", 8),
+        (3, "replied", 6),
+        (4, "dead", 6),
+    ] {
+        sql_execute(
+            &store,
+            &format!(
+                "INSERT INTO platform_inbound (platform_message_id, account_id, phone_number_id, \
+                 user_pseudonym, state, next_attempt_at, received_at, updated_at) \
+                 VALUES ('wamid.aged{i}', {SHOP}, 'number-1', 'sender-{i}', '{state}', {at}, {at}, {at})",
+                at = t - age_days * DAY
+            ),
+        )
+        .await;
+    }
 
     let retention = Retention::new(policy(50), Clock::manual(t));
     let (a, b) = tokio::join!(retention.purge(&store), retention.purge(&replica));
@@ -665,6 +720,29 @@ async fn every_replica_purges_at_once_and_each_kind_keeps_its_stated_time(backen
     assert_eq!(sql_count(&store, "SELECT COUNT(*) FROM mcp_calls").await, 3);
     assert_eq!(
         sql_count(&store, "SELECT COUNT(*) FROM capability_tests").await,
+        3
+    );
+    assert_eq!(a.prompt_usage + b.prompt_usage, 2, "the two past 180 days");
+    assert_eq!(
+        sql_count(&store, "SELECT COUNT(*) FROM prompt_integration_usage").await,
+        1
+    );
+    // Finished platform messages older than 7 days go; a queued one of the
+    // same age and finished ones of 6 days stay.
+    assert_eq!(
+        a.finished_platform_messages + b.finished_platform_messages,
+        2
+    );
+    assert_eq!(
+        sql_count(
+            &store,
+            "SELECT COUNT(*) FROM platform_inbound WHERE platform_message_id IN ('wamid.aged2', 'wamid.aged3', 'wamid.aged4')"
+        )
+        .await,
+        3
+    );
+    assert_eq!(
+        sql_count(&store, "SELECT COUNT(*) FROM platform_inbound").await,
         3
     );
     assert_eq!(
