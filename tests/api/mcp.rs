@@ -715,4 +715,11 @@ async fn the_per_account_cap_holds_while_another_accounts_calls_keep_their_laten
         max(&during) < Duration::from_millis(1000),
         "the calm account's calls keep their latency: {during:?}"
     );
+    // And its typical call stays near its own, measured alone in this run.
+    assert!(
+        median(&during) <= median(&alone) * 2 + Duration::from_millis(50),
+        "the calm account's median {:?} during the flood against {:?} alone",
+        median(&during),
+        median(&alone)
+    );
 }
