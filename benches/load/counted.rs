@@ -5,7 +5,8 @@
 //! warmed, and `callgrind_control --dump` brackets a window of requests
 //! from [`CLIENTS`] clients. It judges the observed pair (`observed.rs`)
 //! and, with `WARDEN_BENCH_COUNT`, the turn and the contract test (issue 28,
-//! item 1: what a change to the request path saves, in one run each).
+//! item 1: what a change to the request path saves, in one run each) and
+//! the MCP tools/call (issue 27: no dearer than a contract test).
 
 use std::path::Path;
 use std::time::Duration;
@@ -169,13 +170,18 @@ pub fn markdown(counts: &[Count]) -> String {
     s
 }
 
+/// The count of `scenario` on `backend`, when it was counted.
+pub fn find<'a>(counts: &'a [Count], scenario: &str, backend: &str) -> Option<&'a Count> {
+    counts
+        .iter()
+        .find(|c| c.scenario == scenario && c.backend == backend)
+}
+
 /// The observed turn's count and the unobserved one's on `backend`, when
 /// both were counted: issue 26's judge (also in the run's targets table).
 pub fn observed_pair<'a>(counts: &'a [Count], backend: &str) -> Option<(&'a Count, &'a Count)> {
-    let find = |scenario: &str| {
-        counts
-            .iter()
-            .find(|c| c.scenario == scenario && c.backend == backend)
-    };
-    Some((find("turn_1_observed")?, find("turn_1_unobserved")?))
+    Some((
+        find(counts, "turn_1_observed", backend)?,
+        find(counts, "turn_1_unobserved", backend)?,
+    ))
 }

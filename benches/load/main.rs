@@ -36,9 +36,9 @@
 //!   scenario's 8-connection run, and draw `docs/profile-<scenario>-<db>.svg`;
 //! - `WARDEN_BENCH_COUNT=400`: count that many requests in instructions
 //!   under callgrind (`counted.rs`), on a server of their own: the observed
-//!   pair's turns (400 in the full mode even unset, none in the quick mode
-//!   unless set; 0 for none) and, only when set, `turn_1` and
-//!   `capability_test`; the window's dumps are kept in `target/callgrind/`
+//!   pair's turns, `capability_test` and `mcp_call` (400 in the full mode
+//!   even unset, none in the quick mode unless set; 0 for none) and, only
+//!   when set, `turn_1`; the window's dumps are kept in `target/callgrind/`
 //!   for `callgrind_annotate`;
 //! - `WARDEN_BENCH_SMOKE=1` (`make test`, with the quick mode): fail if
 //!   any closed-loop run or soak slice saw an error;
@@ -149,10 +149,13 @@ impl Config {
         }
     }
 
-    /// `turn_1` and `capability_test` are counted too (on a server of
-    /// their own) only when `WARDEN_BENCH_COUNT` asks: it adds minutes.
-    fn counts_requests(&self) -> bool {
-        std::env::var_os("WARDEN_BENCH_COUNT").is_some() && self.counted_turns() > 0
+    /// Whether `scenario` is counted too, on a server of its own (it adds
+    /// minutes): `capability_test` and `mcp_call`, issue 27's judge, in
+    /// the full mode or when `WARDEN_BENCH_COUNT` asks; `turn_1` only when
+    /// it asks.
+    fn counts(&self, scenario: &str) -> bool {
+        let asked = std::env::var_os("WARDEN_BENCH_COUNT").is_some();
+        self.wants(scenario) && self.counted_turns() > 0 && (asked || scenario != "turn_1")
     }
 
     fn wants(&self, scenario: &str) -> bool {
@@ -478,7 +481,7 @@ async fn bench() {
         .await;
         // Before the contract test's open loop, whose overload leaves work
         // running for a while after it.
-        target("mcp_call", mcp_spec)
+        target("mcp_call", mcp_spec.clone())
             .sweep(&config.few_connections, false, &mut rows)
             .await;
         target("capability_test", test_spec.clone())
@@ -489,12 +492,14 @@ async fn bench() {
             .sweep(&config.connections, true, &mut rows)
             .await;
         // Issue 28's requests counted in instructions, when asked for.
-        if config.counts_requests() {
-            for (scenario, spec) in [("capability_test", &test_spec), ("turn_1", &turn_spec)] {
-                if config.wants(scenario) {
-                    let turns = config.counted_turns();
-                    counted.extend(counted::count(&at, scenario, spec, false, turns).await);
-                }
+        for (scenario, spec) in [
+            ("capability_test", &test_spec),
+            ("mcp_call", &mcp_spec),
+            ("turn_1", &turn_spec),
+        ] {
+            if config.counts(scenario) {
+                let turns = config.counted_turns();
+                counted.extend(counted::count(&at, scenario, spec, false, turns).await);
             }
         }
         if config.wants("past_capacity") {

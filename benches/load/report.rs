@@ -125,12 +125,14 @@ pub fn markdown(
     s += "| target | db | measured | met |\n|---|---|---|---|\n";
     let c8 = Mode::Closed(8);
     let relay8 = find(rows, "relay", "-", c8);
-    let mut target = |name: &str, backend: &str, measured: String, met: bool| {
-        let _ = writeln!(
-            s,
-            "| {name} | {backend} | {measured} | {} |",
-            if met { "yes" } else { "**no**" }
-        );
+    // `met`: None for a line shown beside the one that judges.
+    let mut target = |name: &str, backend: &str, measured: String, met: Option<bool>| {
+        let verdict = match met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "–",
+        };
+        let _ = writeln!(s, "| {name} | {backend} | {measured} | {verdict} |");
     };
     for backend in ["sqlite", "postgres"] {
         if let (Some(t), Some(relay)) = (find(rows, "capability_test", backend, c8), relay8) {
@@ -139,18 +141,44 @@ pub fn markdown(
                 "a capability call adds ≤ 1 ms p50, ≤ 5 ms p99 over the relay",
                 backend,
                 format!("{d50:+.2} ms p50, {d99:+.2} ms p99"),
-                d50 <= 1.0 && d99 <= 5.0,
+                Some(d50 <= 1.0 && d99 <= 5.0),
             );
             let x = t.m.throughput / relay.m.throughput;
             target(
                 "contract test ≥ 50 % of the relay's throughput",
                 backend,
                 format!("{:.0} %", x * 100.0),
-                x >= 0.5,
+                Some(x >= 0.5),
             );
         }
-        // Issue 27: an MCP tools/call costs no more than a contract test,
-        // judged at both connection counts the scenario runs.
+        // Issue 27: an MCP tools/call costs no more than a contract test.
+        // Judged by the instruction count when both were counted
+        // (`WARDEN_BENCH_COUNT`): both make the same database round trips,
+        // so the count is the difference, and CPU time on a shared machine
+        // moved the 1-connection ratio between 80 % and 122 % from one
+        // quick run to the next. Otherwise by CPU time at both connection
+        // counts the scenario runs.
+        let mcp_name = "MCP tools/call costs no more CPU than a contract test (within 10 %)";
+        let counted_pair = (
+            crate::counted::find(counted, "mcp_call", backend),
+            crate::counted::find(counted, "capability_test", backend),
+        );
+        if let (Some(mcp), Some(test)) = counted_pair {
+            let x = mcp.per_request / test.per_request;
+            target(
+                mcp_name,
+                backend,
+                format!(
+                    "{:.0} % of its instructions ({:.0} vs {:.0} a request, callgrind, {} requests)",
+                    x * 100.0,
+                    mcp.per_request,
+                    test.per_request,
+                    mcp.requests
+                ),
+                Some(x <= 1.1),
+            );
+        }
+        let counted_both = counted_pair.0.is_some() && counted_pair.1.is_some();
         for connections in [1, 8] {
             let (Some(mcp), Some(test)) = (
                 find(rows, "mcp_call", backend, Mode::Closed(connections)),
@@ -161,18 +189,24 @@ pub fn markdown(
             // CPU per call is the cost; throughput and tails on a shared
             // machine are shown for what they are worth.
             let cpu = mcp.cpu_us_per_request / test.cpu_us_per_request;
-            target(
-                "MCP tools/call costs no more CPU than a contract test (within 10 %)",
-                backend,
-                format!(
-                    "{connections} conn: {:.0} % of its CPU µs/req; {:.0} % of its req/s; p99 {:.1} vs {:.1} ms",
-                    cpu * 100.0,
-                    mcp.m.throughput / test.m.throughput * 100.0,
-                    mcp.m.p99_ms,
-                    test.m.p99_ms
-                ),
-                cpu <= 1.1,
+            let measured = format!(
+                "{connections} conn: {:.0} % of its CPU µs/req; {:.0} % of its req/s; p99 {:.1} vs {:.1} ms",
+                cpu * 100.0,
+                mcp.m.throughput / test.m.throughput * 100.0,
+                mcp.m.p99_ms,
+                test.m.p99_ms
             );
+            if counted_both {
+                // Shown; the count above is the judge.
+                target(
+                    &format!("{mcp_name}: CPU time, shown"),
+                    backend,
+                    measured,
+                    None,
+                );
+            } else {
+                target(mcp_name, backend, measured, Some(cpu <= 1.1));
+            }
         }
         if let (Some(t), Some(relay)) = (find(rows, "turn_1", backend, c8), relay8) {
             let x = t.m.throughput / relay.m.throughput;
@@ -180,7 +214,7 @@ pub fn markdown(
                 "turn ≥ 40 % of the relay's throughput, p99 ≤ 50 ms",
                 backend,
                 format!("{:.0} %, p99 {:.1} ms", x * 100.0, t.m.p99_ms),
-                x >= 0.4 && t.m.p99_ms <= 50.0,
+                Some(x >= 0.4 && t.m.p99_ms <= 50.0),
             );
         }
         // Issue 26: metrics and tracing on cost at most 5 % CPU per turn.
@@ -220,7 +254,7 @@ pub fn markdown(
                         plain.per_request,
                         observed.requests
                     ),
-                    extra <= 0.05,
+                    Some(extra <= 0.05),
                 );
             }
             (None, Some((extra, text))) => target(
@@ -230,7 +264,7 @@ pub fn markdown(
                     "{:+.1} % CPU time ({text}; not counted in instructions)",
                     extra * 100.0
                 ),
-                extra <= 0.05,
+                Some(extra <= 0.05),
             ),
             (None, None) => {}
         }
@@ -245,7 +279,7 @@ pub fn markdown(
                     &format!("1,000 capabilities add ≤ 1 ms p50 to a turn ({c} conn)"),
                     backend,
                     format!("{d:+.2} ms"),
-                    d <= 1.0,
+                    Some(d <= 1.0),
                 );
             }
         }
@@ -260,7 +294,7 @@ pub fn markdown(
             "peak RSS ≤ 150 MB in the heaviest scenario",
             "both",
             format!("{peak:.0} MiB"),
-            peak <= 150.0,
+            Some(peak <= 150.0),
         );
     }
     s += "\n![latency versus load](benchmarks-latency.svg)\n";
