@@ -300,6 +300,55 @@ async fn a_call_answers_the_pruned_result_and_refusals_are_tool_results(backend:
     }
 }
 
+/// A call the endpoint does not answer in time: every attempt is made, and
+/// the client gets a tool error with the contract's reason, nothing else.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_times_out_is_a_tool_error_with_the_contracts_reason(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = account_ready(&app, "acme").await;
+    let slow = FakeEndpoint::start(|_| async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        json_response(axum::http::StatusCode::OK, &json!({"status": "late"}))
+    })
+    .await;
+    let mut definition = valid_definition("slow_lookup");
+    definition["url"] = json!(format!("{}/x", slow.base));
+    definition["timeout_ms"] = json!(300);
+    definition["retry_count"] = json!(1);
+    let (status, body) = app.create_capability(&key, definition).await;
+    assert_eq!(status, 201, "{body}");
+
+    let started = Instant::now();
+    let (status, answer) = call(&app, &key, "slow_lookup", json!({"order": "A-1001"})).await;
+    assert_eq!(status, 200, "{answer}");
+    let result = &answer["result"];
+    assert_eq!(result["isError"], true, "{answer}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("timeout"), "{text}");
+    assert!(
+        !text.contains("late") && !text.contains("127.0.0.1"),
+        "{text}"
+    );
+    assert!(result.get("structuredContent").is_none(), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "two attempts of 300 ms plus backoff: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(slow.hits(), 2, "the retry was made");
+    let records = calls_of(&app, "acme").await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        (
+            &records[0]["status"],
+            &records[0]["reason"],
+            &records[0]["attempts"]
+        ),
+        (&json!("failed"), &json!("timeout"), &json!(2))
+    );
+}
+
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_accounts_key_never_sees_or_calls_these_tools(backend: Backend) {

@@ -276,12 +276,17 @@ async fn serve_resolving(app: &TestApp, lookup: Arc<ScriptedLookup>) -> String {
         keyring: ctx.keyring.clone(),
         sandbox: ctx.sandbox.clone(),
         signer: ctx.signer.clone(),
-        executor: executor(app, lookup),
+        executor: executor(app, lookup.clone()),
         engine: ctx.engine.clone(),
         platform: None,
         prompt: None,
         admission: ctx.admission.clone(),
-        mcp: ctx.mcp.clone(),
+        // MCP's calls resolve through `lookup` too.
+        mcp: warden::mcp::McpServer::new(
+            ctx.store.clone(),
+            executor(app, lookup),
+            warden::mcp::McpConfig::default(),
+        ),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -299,9 +304,10 @@ async fn serve_resolving(app: &TestApp, lookup: Arc<ScriptedLookup>) -> String {
     base
 }
 
-#[apply(backends)]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_contract_test_names_the_refused_class_and_never_the_resolved_address(backend: Backend) {
+/// A strict app (no loopback endpoints) whose account `acme` has the
+/// capability `internal_probe` at an intranet name: the app, the key, the
+/// capability's id.
+async fn internal_probe(backend: Backend) -> (TestApp, String, String) {
     let app = TestApp::spawn_strict(backend).await;
     let key = account_ready(&app, "acme").await;
     let mut definition = valid_definition("internal_probe");
@@ -309,6 +315,62 @@ async fn a_contract_test_names_the_refused_class_and_never_the_resolved_address(
     let (status, body) = app.create_capability(&key, definition).await;
     assert_eq!(status, 201, "{body}");
     let id = body["id"].as_str().unwrap().to_owned();
+    (app, key, id)
+}
+
+/// An MCP tools/call to a name resolving to a refused address: a tool
+/// error with the contract's reason and the refused class, never the
+/// address, and a record that keeps neither.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_call_names_the_refused_class_and_never_the_resolved_address(backend: Backend) {
+    let (app, key, _) = internal_probe(backend).await;
+    let lookup = ScriptedLookup::new(vec![vec!["8.8.4.4", "10.20.30.40"]]);
+    let base = serve_resolving(&app, lookup.clone()).await;
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "internal_probe", "arguments": {"order": "A-1"},
+            "_meta": crate::mcp::meta()}});
+    let response = app
+        .client
+        .post(format!("{base}/v1/mcp"))
+        .bearer_auth(&key)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", crate::mcp::MODERN)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "internal_probe")
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["result"]["isError"], true, "{text}");
+    let said = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(said.starts_with("address_refused"), "{said}");
+    assert!(said.contains("(private)"), "the class is named: {said}");
+    for address in ["8.8.4.4", "10.20.30.40"] {
+        assert!(!text.contains(address), "{address} shown: {text}");
+    }
+    assert_eq!(lookup.count(), 1);
+    let listed = app
+        .admin(warden::cli::AdminCommand::Mcp(
+            warden::cli::McpCommand::Calls {
+                account: "acme".into(),
+                limit: 10,
+            },
+        ))
+        .await;
+    let calls = listed["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{listed}");
+    assert_eq!(calls[0]["reason"], "address_refused");
+    assert!(!listed.to_string().contains("10.20.30.40"), "{listed}");
+}
+
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contract_test_names_the_refused_class_and_never_the_resolved_address(backend: Backend) {
+    let (app, key, id) = internal_probe(backend).await;
     // One answer per /test: loopback, then a mixed answer whose second
     // address is private (which of the two matched must not show).
     let lookup = ScriptedLookup::new(vec![vec!["127.0.0.1"], vec!["8.8.4.4", "10.20.30.40"]]);
