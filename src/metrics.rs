@@ -158,7 +158,11 @@ fn describe() {
     );
     describe_gauge!(
         "warden_db_pool_connections",
-        "Database pool connections, by state (idle, in_use), read at scrape time"
+        "Database connections, the pool's and (PostgreSQL) the hot statements' lane's together, by state (idle, in_use), read at scrape time"
+    );
+    describe_counter!(
+        "warden_db_wal_checkpoints_total",
+        "SQLite WAL checkpoints run off the request path, by outcome (complete, partial: frames a reader still needs were left, busy, error)"
     );
     describe_counter!(
         "warden_db_statement_errors_total",
@@ -377,6 +381,12 @@ pub fn prompt_execution(outcome: &'static str) {
 pub fn db_statement_error(class: &'static str) {
     if on() {
         counter!("warden_db_statement_errors_total", "class" => class).increment(1);
+    }
+}
+
+pub fn wal_checkpoint(outcome: &'static str) {
+    if on() {
+        counter!("warden_db_wal_checkpoints_total", "outcome" => outcome).increment(1);
     }
 }
 

@@ -25,8 +25,9 @@
 //! every path ends it (commit or rollback) before the connection is used
 //! again. Each read is its own transaction, ended when its statement is
 //! reset, so it sees every commit made before it began, on any connection.
-//! What is left on the thread is SQLite's own work, including a WAL
-//! checkpoint when a commit fills it (every ~1,000 pages). An in-memory
+//! What is left on the thread is SQLite's own work; the WAL checkpoint,
+//! which SQLite would run inside a commit, runs off it (`wal_checkpoint`).
+//! An in-memory
 //! database is one connection's own, so it stays on sqlx
 //! ([`Direct::open`] says `None`).
 
@@ -147,6 +148,15 @@ fn connect(file: &PathBuf) -> StoreResult<rusqlite::Connection> {
     // (`Store::read_rows`), whose worker may wait; a busy write waits off
     // the thread and asks again (`Store::write_steps`).
     connection.busy_timeout(Duration::ZERO).map_err(classify)?;
+    // Commits here do not checkpoint; `wal_checkpoint` does, off the
+    // request path.
+    connection
+        .pragma_update(
+            None,
+            "wal_autocheckpoint",
+            super::wal_checkpoint::SAFETY_NET_PAGES,
+        )
+        .map_err(classify)?;
     connection.set_prepared_statement_cache_capacity(STATEMENTS_PER_CONNECTION);
     Ok(connection)
 }
@@ -181,7 +191,7 @@ pub(crate) fn fetch<T>(
 
 /// A driver's error as the store's: SQLite busy or locked is worth a
 /// retry, a value of the wrong type is corrupt data, the rest a bug.
-fn classify(err: rusqlite::Error) -> StoreError {
+pub(super) fn classify(err: rusqlite::Error) -> StoreError {
     let classified = match &err {
         _ if is_busy(&err) => StoreError::Unavailable(DriverError::new(err)),
         rusqlite::Error::InvalidColumnType(..)
@@ -441,7 +451,7 @@ pub(crate) fn write<O: Copy>(
     outcome.map(Written::Done)
 }
 
-fn is_busy(err: &rusqlite::Error) -> bool {
+pub(super) fn is_busy(err: &rusqlite::Error) -> bool {
     matches!(
         err,
         rusqlite::Error::SqliteFailure(e, _)

@@ -34,6 +34,7 @@ pub mod policy;
 pub mod prompt_integrations;
 pub mod retention;
 pub mod signing_keys;
+mod wal_checkpoint;
 
 pub use error::{Constraint, StoreError};
 
@@ -162,18 +163,26 @@ async fn postgres_connection_is_live(
     }
 }
 
-/// The write gate of the SQLite database `pool` opens (one per file, so
-/// every pool of this process on the same file shares it).
-fn sqlite_write_gate(pool: &SqlitePool) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+/// What this process keeps per SQLite database file (every pool of the
+/// process on the same file shares it): the write gate
+/// ([`Store::write_turn`]) and the count of commits towards the next WAL
+/// checkpoint (`wal_checkpoint`).
+#[derive(Default)]
+struct SqliteFile {
+    gate: std::sync::Arc<tokio::sync::Mutex<()>>,
+    checkpoints: std::sync::Arc<wal_checkpoint::WalCheckpoints>,
+}
+
+fn sqlite_file(pool: &SqlitePool) -> std::sync::Arc<SqliteFile> {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
-    static GATES: OnceLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
+    static FILES: OnceLock<Mutex<HashMap<PathBuf, Arc<SqliteFile>>>> = OnceLock::new();
     let file = pool.connect_options().get_filename().to_path_buf();
-    let mut gates = GATES
+    let mut files = FILES
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    gates.entry(file).or_default().clone()
+    files.entry(file).or_default().clone()
 }
 
 impl Store {
@@ -330,7 +339,13 @@ impl Store {
             loop {
                 match direct::Direct::open(pool, |connection| direct::write(connection, steps)) {
                     None => break,
-                    Some(Ok(direct::Written::Done(answer))) => return Ok(answer),
+                    Some(Ok(direct::Written::Done(answer))) => {
+                        if answer.is_none() {
+                            // Committed (an answer rolled back).
+                            sqlite_file(pool).checkpoints.committed(pool);
+                        }
+                        return Ok(answer);
+                    }
                     Some(Ok(direct::Written::Busy)) if started.elapsed() < SQLITE_BUSY_TIMEOUT => {
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_millis(50));
@@ -370,7 +385,7 @@ impl Store {
     /// admin`) still meet the busy timeout. PostgreSQL: no gate.
     pub(crate) async fn write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
         match self {
-            Store::Sqlite(pool) => Some(sqlite_write_gate(pool).lock_owned().await),
+            Store::Sqlite(pool) => Some(sqlite_file(pool).gate.clone().lock_owned().await),
             Store::Postgres(_) => None,
         }
     }

@@ -655,3 +655,60 @@ async fn an_unparseable_metrics_address_is_a_clear_error_at_start() {
         "{stderr}"
     );
 }
+
+/// SQLite's WAL is checkpointed off the request path
+/// (`store::wal_checkpoint`): the turns' commits do not checkpoint; every
+/// 100 of them one passive checkpoint runs in the background, counted in
+/// `warden_db_wal_checkpoints_total` by outcome, and none fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_checkpoints_its_wal_off_the_request_path() {
+    const CLIENTS: usize = 8;
+    const TURNS_EACH: usize = 30;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let key = cli_account_with_key(&db, "wal").await;
+    let server = ServerProcess::start(&db, &[("WARDEN_METRICS_LISTEN", "127.0.0.1:0")]).await;
+    let metrics = metrics_address(&server);
+    let (before, _) = scraped(&metrics, "warden_db_wal_checkpoints_total").await;
+    assert_eq!(before, 0.0, "nothing written yet");
+
+    // 240 turns, each a commit of the direct write path.
+    let mut clients = tokio::task::JoinSet::new();
+    for client in 0..CLIENTS {
+        let api = server.api(&key);
+        clients.spawn(async move {
+            for turn in 0..TURNS_EACH {
+                let body = json!({"user_id": format!("u{client}-{turn}"),
+                    "message": {"type": "text", "body": "hola"}});
+                let (status, answer) = api.send_message(&body).await;
+                assert_eq!(status, 200, "{answer}");
+            }
+        });
+    }
+    while let Some(done) = clients.join_next().await {
+        done.unwrap();
+    }
+
+    // Two checkpoints are due; each runs in the background.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let (count, lines) = scraped(&metrics, "warden_db_wal_checkpoints_total").await;
+        if count >= 2.0 || tokio::time::Instant::now() > deadline {
+            break lines;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let by_outcome = |outcome: &str| -> f64 {
+        lines
+            .iter()
+            .filter(|l| l.contains(&format!("outcome=\"{outcome}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let done = by_outcome("complete") + by_outcome("partial");
+    assert!(done >= 2.0, "two checkpoints ran: {lines:?}");
+    assert!(
+        done < 10.0,
+        "one per 100 commits, not one per commit: {lines:?}"
+    );
+    assert_eq!(by_outcome("error"), 0.0, "{lines:?}");
+}

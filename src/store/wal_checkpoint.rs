@@ -1,0 +1,110 @@
+//! SQLite's WAL checkpoints, off the request path.
+//!
+//! In WAL mode a commit appends its pages to the `-wal` file, and a
+//! checkpoint copies them back into the database file and syncs it. SQLite
+//! by default checkpoints inside the commit that takes the WAL past 1,000
+//! pages: on the request's own thread, under the process's write gate, so
+//! every writer queued behind that commit waited for the copy and the
+//! `fsync` (4.4 % of a SQLite turn's CPU samples, docs/benchmarks.md,
+//! "The WAL checkpoint off the request path").
+//!
+//! The process's own write connections (`direct`) therefore do not
+//! checkpoint on commit; only a safety net ([`SAFETY_NET_PAGES`]) is kept,
+//! for a WAL that would otherwise grow without end. Each database file's
+//! direct commits are counted instead, and every [`COMMITS_PER_CHECKPOINT`]
+//! one PASSIVE checkpoint runs on the blocking pool, holding no gate:
+//! writers go on appending while it copies, and readers are never waited
+//! for (a frame a reader still needs is left for the next one). sqlx's
+//! connections keep SQLite's default: their writes are the cold ones.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use sqlx::sqlite::SqlitePool;
+
+/// Direct commits between two checkpoints: about as often as SQLite's own
+/// 1,000 pages for a turn's transactions. Measured (docs/benchmarks.md):
+/// every 100, the turn's p99 at 8 connections fell from 15.2 to 11.1 ms;
+/// every 500, it rose to 19.6 ms, as each larger checkpoint held a core for
+/// longer beside the two the requests run on.
+pub(crate) const COMMITS_PER_CHECKPOINT: u32 = 100;
+
+/// `wal_autocheckpoint` of the direct connections: a commit checkpoints
+/// only a WAL grown this far (~40 MiB), which the checkpoints here keep it
+/// from reaching unless readers hold every frame back for that long.
+pub(crate) const SAFETY_NET_PAGES: u32 = 10_000;
+
+/// One database file's commits since its last checkpoint.
+#[derive(Debug, Default)]
+pub(crate) struct WalCheckpoints {
+    commits: AtomicU32,
+    running: AtomicBool,
+}
+
+/// What a checkpoint did, as the metric's `outcome` label says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Every frame of the WAL is in the database file.
+    Complete,
+    /// Some frames were left: a reader still needs them, or a writer
+    /// appended meanwhile.
+    Partial,
+    /// Another connection was checkpointing.
+    Busy,
+    /// Failed (the file could not be opened or written; logged).
+    Error,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Complete => "complete",
+            Outcome::Partial => "partial",
+            Outcome::Busy => "busy",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+impl WalCheckpoints {
+    /// Counts one commit to `pool`'s file and, when a checkpoint is due and
+    /// none is running, starts one on the blocking pool.
+    pub(crate) fn committed(self: &Arc<Self>, pool: &SqlitePool) {
+        let commits = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
+        if commits < COMMITS_PER_CHECKPOINT || self.running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Commits made while it runs count toward the next one.
+        self.commits.store(0, Ordering::Relaxed);
+        let (checkpoints, pool) = (self.clone(), pool.clone());
+        tokio::task::spawn_blocking(move || {
+            let outcome = super::direct::Direct::open(&pool, checkpoint)
+                .unwrap_or(Ok(Outcome::Error))
+                .unwrap_or_else(|error| {
+                    tracing::warn!(%error, "WAL checkpoint failed; the next one will try again");
+                    Outcome::Error
+                });
+            crate::metrics::wal_checkpoint(outcome.as_str());
+            checkpoints.running.store(false, Ordering::Release);
+        });
+    }
+}
+
+/// One PASSIVE checkpoint on `connection`: it waits for no reader and no
+/// writer (the connection's busy timeout is 0).
+fn checkpoint(connection: &rusqlite::Connection) -> super::StoreResult<Outcome> {
+    let answer = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    });
+    match answer {
+        Ok((1, _, _)) => Ok(Outcome::Busy),
+        Ok((_, log, copied)) if copied >= log => Ok(Outcome::Complete),
+        Ok(_) => Ok(Outcome::Partial),
+        Err(err) if super::direct::is_busy(&err) => Ok(Outcome::Busy),
+        Err(err) => Err(super::direct::classify(err)),
+    }
+}
