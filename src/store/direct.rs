@@ -133,6 +133,42 @@ pub(crate) const CONNECTION_PRAGMAS: &[(&str, &str)] = &[
     ("secure_delete", "ON"),
 ];
 
+/// `wal_autocheckpoint` of these connections: a commit checkpoints only a
+/// WAL grown this far (~40 MiB), which the checkpoints of `wal_checkpoint`
+/// keep it from reaching unless readers hold every frame back that long.
+pub(crate) const WAL_SAFETY_NET_PAGES: u32 = 10_000;
+
+/// What a PASSIVE checkpoint did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Checkpointed {
+    /// Every frame of the WAL is in the database file.
+    Complete,
+    /// Some frames were left: a reader still needs them, or a writer
+    /// appended meanwhile.
+    Partial,
+    /// Another connection was checkpointing.
+    Busy,
+}
+
+/// One PASSIVE checkpoint on `connection`: it waits for no reader and no
+/// writer (the connection's busy timeout is 0).
+pub(crate) fn checkpoint_passive(connection: &rusqlite::Connection) -> StoreResult<Checkpointed> {
+    let answer = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    });
+    match answer {
+        Ok((1, _, _)) => Ok(Checkpointed::Busy),
+        Ok((_, log, copied)) if copied >= log => Ok(Checkpointed::Complete),
+        Ok(_) => Ok(Checkpointed::Partial),
+        Err(err) if is_busy(&err) => Ok(Checkpointed::Busy),
+        Err(err) => Err(classify(err)),
+    }
+}
+
 fn connect(file: &PathBuf) -> StoreResult<rusqlite::Connection> {
     use rusqlite::OpenFlags;
     // Never creating the file: the pool made it and ran the migrations
@@ -151,11 +187,7 @@ fn connect(file: &PathBuf) -> StoreResult<rusqlite::Connection> {
     // Commits here do not checkpoint; `wal_checkpoint` does, off the
     // request path.
     connection
-        .pragma_update(
-            None,
-            "wal_autocheckpoint",
-            super::wal_checkpoint::SAFETY_NET_PAGES,
-        )
+        .pragma_update(None, "wal_autocheckpoint", WAL_SAFETY_NET_PAGES)
         .map_err(classify)?;
     connection.set_prepared_statement_cache_capacity(STATEMENTS_PER_CONNECTION);
     Ok(connection)
@@ -191,7 +223,7 @@ pub(crate) fn fetch<T>(
 
 /// A driver's error as the store's: SQLite busy or locked is worth a
 /// retry, a value of the wrong type is corrupt data, the rest a bug.
-pub(super) fn classify(err: rusqlite::Error) -> StoreError {
+fn classify(err: rusqlite::Error) -> StoreError {
     let classified = match &err {
         _ if is_busy(&err) => StoreError::Unavailable(DriverError::new(err)),
         rusqlite::Error::InvalidColumnType(..)
@@ -451,7 +483,7 @@ pub(crate) fn write<O: Copy>(
     outcome.map(Written::Done)
 }
 
-pub(super) fn is_busy(err: &rusqlite::Error) -> bool {
+fn is_busy(err: &rusqlite::Error) -> bool {
     matches!(
         err,
         rusqlite::Error::SqliteFailure(e, _)

@@ -9,7 +9,8 @@
 //! "The WAL checkpoint off the request path").
 //!
 //! The process's own write connections (`direct`) therefore do not
-//! checkpoint on commit; only a safety net ([`SAFETY_NET_PAGES`]) is kept,
+//! checkpoint on commit; only a safety net
+//! ([`super::direct::WAL_SAFETY_NET_PAGES`]) is kept,
 //! for a WAL that would otherwise grow without end. Each database file's
 //! direct commits are counted instead, and every [`COMMITS_PER_CHECKPOINT`]
 //! one PASSIVE checkpoint runs on the blocking pool, holding no gate:
@@ -22,17 +23,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use sqlx::sqlite::SqlitePool;
 
+use super::direct::{Checkpointed, Direct, checkpoint_passive};
+use super::error::{DriverError, StoreError};
+
 /// Direct commits between two checkpoints: about as often as SQLite's own
 /// 1,000 pages for a turn's transactions. Measured (docs/benchmarks.md):
 /// every 100, the turn's p99 at 8 connections fell from 15.2 to 11.1 ms;
 /// every 500, it rose to 19.6 ms, as each larger checkpoint held a core for
 /// longer beside the two the requests run on.
 pub(crate) const COMMITS_PER_CHECKPOINT: u32 = 100;
-
-/// `wal_autocheckpoint` of the direct connections: a commit checkpoints
-/// only a WAL grown this far (~40 MiB), which the checkpoints here keep it
-/// from reaching unless readers hold every frame back for that long.
-pub(crate) const SAFETY_NET_PAGES: u32 = 10_000;
 
 /// One database file's commits since its last checkpoint.
 #[derive(Debug, Default)]
@@ -41,28 +40,13 @@ pub(crate) struct WalCheckpoints {
     running: AtomicBool,
 }
 
-/// What a checkpoint did, as the metric's `outcome` label says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
-    /// Every frame of the WAL is in the database file.
-    Complete,
-    /// Some frames were left: a reader still needs them, or a writer
-    /// appended meanwhile.
-    Partial,
-    /// Another connection was checkpointing.
-    Busy,
-    /// Failed (the file could not be opened or written; logged).
-    Error,
-}
-
-impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Complete => "complete",
-            Outcome::Partial => "partial",
-            Outcome::Busy => "busy",
-            Outcome::Error => "error",
-        }
+/// A checkpoint's outcome, as the metric's `outcome` label says it.
+fn label(outcome: &super::StoreResult<Checkpointed>) -> &'static str {
+    match outcome {
+        Ok(Checkpointed::Complete) => "complete",
+        Ok(Checkpointed::Partial) => "partial",
+        Ok(Checkpointed::Busy) => "busy",
+        Err(_) => "error",
     }
 }
 
@@ -78,33 +62,19 @@ impl WalCheckpoints {
         self.commits.store(0, Ordering::Relaxed);
         let (checkpoints, pool) = (self.clone(), pool.clone());
         tokio::task::spawn_blocking(move || {
-            let outcome = super::direct::Direct::open(&pool, checkpoint)
-                .unwrap_or(Ok(Outcome::Error))
-                .unwrap_or_else(|error| {
-                    tracing::warn!(%error, "WAL checkpoint failed; the next one will try again");
-                    Outcome::Error
-                });
-            crate::metrics::wal_checkpoint(outcome.as_str());
+            // `None`: the file could not be opened directly (logged there).
+            let outcome = Direct::open(&pool, checkpoint_passive)
+                .unwrap_or_else(|| Err(StoreError::Other(DriverError::new(Unopened))));
+            if let Err(error) = &outcome {
+                tracing::warn!(%error, "WAL checkpoint failed; the next one will try again");
+            }
+            crate::metrics::wal_checkpoint(label(&outcome));
             checkpoints.running.store(false, Ordering::Release);
         });
     }
 }
 
-/// One PASSIVE checkpoint on `connection`: it waits for no reader and no
-/// writer (the connection's busy timeout is 0).
-fn checkpoint(connection: &rusqlite::Connection) -> super::StoreResult<Outcome> {
-    let answer = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-        Ok((
-            row.get::<_, i64>(0)?,
-            row.get::<_, i64>(1)?,
-            row.get::<_, i64>(2)?,
-        ))
-    });
-    match answer {
-        Ok((1, _, _)) => Ok(Outcome::Busy),
-        Ok((_, log, copied)) if copied >= log => Ok(Outcome::Complete),
-        Ok(_) => Ok(Outcome::Partial),
-        Err(err) if super::direct::is_busy(&err) => Ok(Outcome::Busy),
-        Err(err) => Err(super::direct::classify(err)),
-    }
-}
+/// The database file could not be opened directly for a checkpoint.
+#[derive(Debug, thiserror::Error)]
+#[error("the database file could not be opened for a checkpoint")]
+struct Unopened;
