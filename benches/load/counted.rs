@@ -3,10 +3,10 @@
 //! shared machine, where CPU time moved by 25 %. A fresh `warden serve` of
 //! the build under test runs under callgrind on the run's database, is
 //! warmed, and `callgrind_control --dump` brackets a window of requests
-//! from [`CLIENTS`] clients. It judges the observed pair (`observed.rs`)
-//! and, with `WARDEN_BENCH_COUNT`, the turn and the contract test (issue 28,
-//! item 1: what a change to the request path saves, in one run each) and
-//! the MCP tools/call (issue 27: no dearer than a contract test).
+//! from [`CLIENTS`] clients. It judges the observed pair (`observed.rs`),
+//! the MCP tools/call against the contract test (issue 27: no dearer), and,
+//! with `WARDEN_BENCH_COUNT`, the turn too (issue 28, item 1: what a change
+//! to the request path saves, in one run each); see `Config::counts`.
 
 use std::path::Path;
 use std::time::Duration;

@@ -491,7 +491,8 @@ async fn bench() {
         turn("turn_1")
             .sweep(&config.connections, true, &mut rows)
             .await;
-        // Issue 28's requests counted in instructions, when asked for.
+        // Requests counted in instructions (`Config::counts`): issue 27's
+        // pair, and issue 28's turn when asked for.
         for (scenario, spec) in [
             ("capability_test", &test_spec),
             ("mcp_call", &mcp_spec),
