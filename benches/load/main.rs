@@ -29,11 +29,19 @@
 //!   writes no docs (unless `WARDEN_BENCH_WRITE=1`);
 //! - `WARDEN_BENCH_BACKENDS=sqlite` (default `sqlite,postgres`);
 //! - `WARDEN_BENCH_ONLY=turn_1,relay`: only these scenarios;
+//! - `WARDEN_BENCH_CONNECTIONS=8,128`: these closed-loop levels (8 sizes
+//!   `past_capacity`);
 //! - `WARDEN_BENCH_POSTGRES_URL` (default the test suite's server);
 //! - `WARDEN_BENCH_WARDEN_EXE=/path/to/warden`: load that build of Warden
 //!   instead of this one (an A/B comparison with another commit);
 //! - `WARDEN_BENCH_PROFILE=turn_1`: `perf record` Warden during that
 //!   scenario's 8-connection run, and draw `docs/profile-<scenario>-<db>.svg`;
+//! - `WARDEN_BENCH_OVERLOAD=30`: seconds of `past_capacity`'s phase at
+//!   twice capacity (default 30, 3 in the quick mode; the drop after it
+//!   lasts a third as long, at least 2 s);
+//!   `WARDEN_BENCH_OVERLOAD_SAMPLES=/tmp/past` writes each of its requests
+//!   (due time, the generator's lateness, latency, outcome) to
+//!   `/tmp/past-<scenario>-<db>.csv`;
 //! - `WARDEN_BENCH_COUNT=400`: count that many requests in instructions
 //!   under callgrind (`counted.rs`), on a server of their own: the observed
 //!   pair's turns, `capability_test` and `mcp_call` (400 in the full mode
@@ -113,10 +121,13 @@ impl Config {
             quick,
             run: Duration::from_secs(if quick { 3 } else { 10 }),
             warmup: Duration::from_secs(if quick { 1 } else { 3 }),
-            connections: if quick {
-                vec![1, 8]
-            } else {
-                vec![1, 8, 32, 128]
+            connections: match list("WARDEN_BENCH_CONNECTIONS") {
+                Some(levels) => levels
+                    .iter()
+                    .map(|l| l.parse().expect("WARDEN_BENCH_CONNECTIONS: numbers"))
+                    .collect(),
+                None if quick => vec![1, 8],
+                None => vec![1, 8, 32, 128],
             },
             few_connections: vec![1, 8],
             rates: if quick {
@@ -332,11 +343,15 @@ async fn bench() {
     let mut soaks = Vec::new();
     let mut overloads = Vec::new();
     let mut counted = Vec::new();
-    let (overload_high, overload_low) = if config.quick {
-        (Duration::from_secs(3), Duration::from_secs(2))
-    } else {
-        (Duration::from_secs(30), Duration::from_secs(10))
+    let overload_high = match std::env::var("WARDEN_BENCH_OVERLOAD") {
+        Ok(v) => v.trim().parse().expect("WARDEN_BENCH_OVERLOAD is seconds"),
+        Err(_) if config.quick => 3,
+        Err(_) => 30,
     };
+    let (overload_high, overload_low) = (
+        Duration::from_secs(overload_high),
+        Duration::from_secs((overload_high / 3).max(2)),
+    );
     let baseline = |scenario, pid, spec| Target {
         scenario,
         backend: "-",

@@ -37,6 +37,9 @@ enum Outcome {
 struct Sample {
     /// Due time, from the start of the run.
     due: Duration,
+    /// From the due time to the moment the generator began to send: its
+    /// own lateness, part of `latency`.
+    late: Duration,
     latency: Duration,
     outcome: Outcome,
 }
@@ -57,6 +60,8 @@ pub struct Overload {
     health_p99_ms: f64,
     health_failed: usize,
     not_sent: usize,
+    /// p99 of the generator's own lateness at twice capacity (`Sample::late`).
+    generator_late_p99_ms: f64,
 }
 
 #[derive(Default)]
@@ -85,7 +90,7 @@ impl Overload {
         format!(
             "{:<16} {:<8} past capacity: capacity {:.0}/s, offered {:.0}/s: admitted {} (p50 {:.1} ms, p99 {:.1} ms), \
              refused {} (p99 {:.2} ms), failed {}, not sent {}; recovered after {:.0} ms ({} failed after the drop), \
-             p99 from 1 s after the drop {:.1} ms; health p99 {:.2} ms, {} failed: {}",
+             p99 from 1 s after the drop {:.1} ms; health p99 {:.2} ms, {} failed; the generator's own lateness p99 {:.2} ms: {}",
             self.scenario,
             self.backend,
             self.capacity,
@@ -102,6 +107,7 @@ impl Overload {
             self.settled_p99_ms,
             self.health_p99_ms,
             self.health_failed,
+            self.generator_late_p99_ms,
             if self.holds() { "holds" } else { "MISSES" },
         )
     }
@@ -159,10 +165,12 @@ pub async fn run(
         };
         let (client, spec) = (client.clone(), spec.clone());
         tasks.spawn(async move {
+            let late = this_due.elapsed();
             let outcome = send(&client, &spec).await;
             drop(permit);
             Sample {
                 due: offset,
+                late,
                 latency: this_due.elapsed(),
                 outcome,
             }
@@ -174,6 +182,9 @@ pub async fn run(
     }
     let health = health.await.unwrap();
 
+    if let Ok(path) = std::env::var("WARDEN_BENCH_OVERLOAD_SAMPLES") {
+        write_samples(&path, scenario, backend, &samples);
+    }
     let drop_offset = drop_at - start;
     let in_high: Vec<&Sample> = samples.iter().filter(|s| s.due < drop_offset).collect();
     let in_low: Vec<&Sample> = samples.iter().filter(|s| s.due >= drop_offset).collect();
@@ -186,6 +197,8 @@ pub async fn run(
         l.sort();
         l
     };
+    let mut late: Vec<Duration> = in_high.iter().map(|s| s.late).collect();
+    late.sort();
     let admitted = latencies(Outcome::Ok);
     let refused = latencies(Outcome::Refused);
     let high_figures = PhaseFigures {
@@ -234,6 +247,7 @@ pub async fn run(
         health_p99_ms: percentile(&health_latencies, 0.99),
         health_failed: health.iter().filter(|(_, ok)| !ok).count(),
         not_sent,
+        generator_late_p99_ms: percentile(&late, 0.99),
     }
 }
 
@@ -253,6 +267,25 @@ async fn send(client: &reqwest::Client, spec: &RequestSpec) -> Outcome {
     }
 }
 
+/// Every request of the run as CSV (`WARDEN_BENCH_OVERLOAD_SAMPLES`, a
+/// path to which `-<scenario>-<db>.csv` is added), to see when in the run
+/// the slow ones were due.
+fn write_samples(path: &str, scenario: &str, backend: &str, samples: &[Sample]) {
+    let mut csv = String::from("due_ms,late_ms,latency_ms,outcome\n");
+    for s in samples {
+        let _ = writeln!(
+            csv,
+            "{:.3},{:.3},{:.3},{:?}",
+            s.due.as_secs_f64() * 1e3,
+            s.late.as_secs_f64() * 1e3,
+            s.latency.as_secs_f64() * 1e3,
+            s.outcome
+        );
+    }
+    let file = format!("{path}-{scenario}-{backend}.csv");
+    std::fs::write(&file, csv).unwrap_or_else(|e| panic!("cannot write {file}: {e}"));
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -269,17 +302,18 @@ pub fn markdown(runs: &[Overload], high: Duration, low: Duration) -> String {
         "\n### Past capacity\n\nArrivals at twice the capacity each scenario sustained with 8 connections in this run, for {} s, \
          then at half of it for {} s; `GET /health` probed every 50 ms throughout. Bounds: admitted p99 ≤ {ADMITTED_P99_MS} ms, \
          refused (503 with `Retry-After`) p99 ≤ {REFUSED_P99_MS} ms, no other failure, every request succeeding within \
-         {RECOVERY_MS} ms of the drop, health always answering. Latency counts from each request's due time.\n",
+         {RECOVERY_MS} ms of the drop, health always answering. Latency counts from each request's due time; the generator runs on the same cores, and its own \
+         lateness (from the due time until it began to send) is part of every figure: its p99 is the last column.\n",
         high.as_secs(),
         low.as_secs()
     );
-    s += "| scenario | db | capacity /s | offered /s | admitted | admitted p50 ms | admitted p99 ms | refused | refused p99 ms | failed | recovered after ms | p99 1 s after the drop ms | health p99 ms | bounds |\n";
-    s += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    s += "| scenario | db | capacity /s | offered /s | admitted | admitted p50 ms | admitted p99 ms | refused | refused p99 ms | failed | recovered after ms | p99 1 s after the drop ms | health p99 ms | bounds | generator late p99 ms |\n";
+    s += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n";
     for r in runs {
         let h = &r.high;
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {:.0} | {} | {:.1} | {:.1} | {} | {:.2} | {} | {:.0} | {:.1} | {:.2} | {} |",
+            "| {} | {} | {:.0} | {:.0} | {} | {:.1} | {:.1} | {} | {:.2} | {} | {:.0} | {:.1} | {:.2} | {} | {:.2} |",
             r.scenario,
             r.backend,
             r.capacity,
@@ -294,6 +328,7 @@ pub fn markdown(runs: &[Overload], high: Duration, low: Duration) -> String {
             r.settled_p99_ms,
             r.health_p99_ms,
             if r.holds() { "hold" } else { "missed" },
+            r.generator_late_p99_ms,
         );
     }
     s
