@@ -332,8 +332,17 @@ impl Store {
         &self,
         steps: &[direct::Step<'_, O>],
     ) -> StoreResult<Option<O>> {
-        let _gate = self.write_turn().await;
-        if let Store::Sqlite(pool) = self {
+        // SQLite: the file's state is looked up once, for its gate and,
+        // after a commit, its checkpoint count.
+        let file = match self {
+            Store::Sqlite(pool) => Some(sqlite_file(pool)),
+            Store::Postgres(_) => None,
+        };
+        let _gate = match &file {
+            Some(file) => Some(file.gate.clone().lock_owned().await),
+            None => None,
+        };
+        if let (Store::Sqlite(pool), Some(file)) = (self, &file) {
             let started = std::time::Instant::now();
             let mut pause = Duration::from_millis(1);
             loop {
@@ -342,7 +351,7 @@ impl Store {
                     Some(Ok(direct::Written::Done(answer))) => {
                         if answer.is_none() {
                             // Committed (an answer rolled back).
-                            sqlite_file(pool).checkpoints.committed(pool);
+                            file.checkpoints.committed(pool);
                         }
                         return Ok(answer);
                     }
