@@ -60,8 +60,9 @@ impl WalCheckpoints {
         }
         // Commits made while it runs count toward the next one.
         self.commits.store(0, Ordering::Relaxed);
-        let (checkpoints, pool) = (self.clone(), pool.clone());
+        let (running, pool) = (Running(self.clone()), pool.clone());
         tokio::task::spawn_blocking(move || {
+            let _running = running;
             // `None`: the file could not be opened directly (logged there).
             let outcome = Direct::open(&pool, checkpoint_passive)
                 .unwrap_or_else(|| Err(StoreError::Other(DriverError::new(Unopened))));
@@ -69,8 +70,18 @@ impl WalCheckpoints {
                 tracing::warn!(%error, "WAL checkpoint failed; the next one will try again");
             }
             crate::metrics::wal_checkpoint(label(&outcome));
-            checkpoints.running.store(false, Ordering::Release);
         });
+    }
+}
+
+/// A checkpoint started: dropped when it ends, however it ends (done, a
+/// panic inside it, or never run because the runtime was shutting down),
+/// so that the next one can start.
+struct Running(Arc<WalCheckpoints>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::Release);
     }
 }
 
@@ -78,3 +89,32 @@ impl WalCheckpoints {
 #[derive(Debug, thiserror::Error)]
 #[error("the database file could not be opened for a checkpoint")]
 struct Unopened;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Were `running` left set, no checkpoint of the file would start again
+    /// and its WAL would grow to the safety net.
+    #[test]
+    fn a_checkpoint_that_panics_lets_the_next_one_start() {
+        let checkpoints = Arc::new(WalCheckpoints::default());
+        checkpoints.running.store(true, Ordering::Release);
+        let running = Running(checkpoints.clone());
+        let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _running = running;
+            panic!("a checkpoint that panics");
+        }));
+        assert!(ended.is_err());
+        assert!(!checkpoints.running.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn a_checkpoint_that_never_ran_lets_the_next_one_start() {
+        let checkpoints = Arc::new(WalCheckpoints::default());
+        checkpoints.running.store(true, Ordering::Release);
+        // A task dropped unrun (the runtime shutting down) drops its closure.
+        drop(Running(checkpoints.clone()));
+        assert!(!checkpoints.running.load(Ordering::Acquire));
+    }
+}
