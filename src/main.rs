@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use warden::cli::{Cli, Command};
 
 /// The stack of each runtime thread. Short guest calls run on the thread
-/// that asks (`src/sandbox.rs`) and may use the sandbox's whole 1 MiB wasm
+/// that asks (`src/sandbox/`) and may use the sandbox's whole 1 MiB wasm
 /// stack below the request's own frames; 4 MiB keeps at least the margin a
 /// fresh blocking-pool thread of tokio's default 2 MiB had.
 const RUNTIME_THREAD_STACK: usize = 4 << 20;

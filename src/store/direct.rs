@@ -27,8 +27,7 @@
 //! reset, so it sees every commit made before it began, on any connection.
 //! What is left on the thread is SQLite's own work; the WAL checkpoint,
 //! which SQLite would run inside a commit, runs off it (`wal_checkpoint`).
-//! An in-memory
-//! database is one connection's own, so it stays on sqlx
+//! An in-memory database is one connection's own, so it stays on sqlx
 //! ([`Direct::open`] says `None`).
 
 use std::cell::RefCell;
