@@ -332,50 +332,40 @@ impl Store {
         &self,
         steps: &[direct::Step<'_, O>],
     ) -> StoreResult<Option<O>> {
-        // SQLite: the file's state is looked up once, for its gate and,
-        // after a commit, its checkpoint count.
-        let file = match self {
-            Store::Sqlite(pool) => Some(sqlite_file(pool)),
-            Store::Postgres(_) => None,
-        };
-        let _gate = match &file {
-            Some(file) => Some(file.gate.clone().lock_owned().await),
-            None => None,
-        };
-        if let (Store::Sqlite(pool), Some(file)) = (self, &file) {
-            let started = std::time::Instant::now();
-            let mut pause = Duration::from_millis(1);
-            loop {
-                match direct::Direct::open(pool, |connection| direct::write(connection, steps)) {
-                    None => break,
-                    Some(Ok(direct::Written::Done(answer))) => {
-                        if answer.is_none() {
-                            // Committed (an answer rolled back).
-                            file.checkpoints.committed(pool);
-                        }
-                        return Ok(answer);
-                    }
-                    Some(Ok(direct::Written::Busy)) if started.elapsed() < SQLITE_BUSY_TIMEOUT => {
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(Duration::from_millis(50));
-                    }
-                    Some(Ok(direct::Written::Busy)) => return Err(StoreError::Timeout),
-                    Some(Err(err)) => return Err(err),
-                }
-            }
-        }
-        match self {
+        let pool = match self {
             Store::Postgres(postgres) => {
                 let mut lease = postgres.lane.lease().await?;
                 let outcome = pg_lane::write(lease.connection(), steps).await;
-                lease.settle(outcome)
+                return lease.settle(outcome);
             }
-            // An in-memory database, or a file direct could not open.
-            Store::Sqlite(pool) => {
-                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                direct::run_steps!(tx, steps)
+            Store::Sqlite(pool) => pool,
+        };
+        // The file's state, looked up once: its gate, then its checkpoints.
+        let file = sqlite_file(pool);
+        let _gate = file.gate.lock().await;
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match direct::Direct::open(pool, |connection| direct::write(connection, steps)) {
+                None => break,
+                Some(Ok(direct::Written::Done(answer))) => {
+                    if answer.is_none() {
+                        // Committed (an answer rolled back).
+                        file.checkpoints.committed(pool);
+                    }
+                    return Ok(answer);
+                }
+                Some(Ok(direct::Written::Busy)) if started.elapsed() < SQLITE_BUSY_TIMEOUT => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Some(Ok(direct::Written::Busy)) => return Err(StoreError::Timeout),
+                Some(Err(err)) => return Err(err),
             }
         }
+        // An in-memory database, or a file direct could not open.
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        direct::run_steps!(tx, steps)
     }
 
     /// A cheap round trip, for the health check.
