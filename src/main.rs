@@ -5,6 +5,15 @@ use clap::Parser;
 use std::process::ExitCode;
 use warden::cli::{Cli, Command};
 
+/// jemalloc, not glibc's malloc: a request's memory is often freed on
+/// another runtime thread than the one that took it, and glibc then locks
+/// the other thread's arena (a tenth of a request's CPU went to malloc and
+/// free, docs/benchmarks.md, "The allocator"). Its dirty pages are returned
+/// by a background thread of its own, not on a request's.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The stack of each runtime thread. Short guest calls run on the thread
 /// that asks (`src/sandbox/`) and may use the sandbox's whole 1 MiB wasm
 /// stack below the request's own frames; 4 MiB keeps at least the margin a
