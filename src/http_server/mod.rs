@@ -199,6 +199,11 @@ async fn serve_connection(
     let mut ending = false;
     loop {
         tokio::select! {
+            // The connection first: a request whose bytes have arrived is
+            // read before a signal below can end keep-alive, so that it is
+            // answered (then closed) rather than cut off unread, which the
+            // client sees as a reset. Once read it is no longer idle.
+            biased;
             result = connection.as_mut() => {
                 if let Err(err) = result {
                     tracing::debug!(%peer, error = %err, "connection ended with an error");
