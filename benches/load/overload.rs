@@ -29,9 +29,23 @@ enum Outcome {
     Ok,
     /// 503 with a `Retry-After` header.
     Refused,
-    /// Anything else: another status, a 503 without `Retry-After`, a socket
-    /// error or the client's 10 s time-out.
-    Failed,
+    /// Anything else.
+    Failed(Failure),
+}
+
+/// How a request failed, counted by kind in the summary line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Failure {
+    /// Another status, or a 503 without `Retry-After`.
+    Status(u16),
+    /// The client's 10 s time-out.
+    TimedOut,
+    /// The connection could not be made.
+    Connect,
+    /// The answer's body could not be read whole (a reset).
+    Unread,
+    /// Any other socket error.
+    Other,
 }
 
 struct Sample {
@@ -73,6 +87,8 @@ struct PhaseFigures {
     refused: usize,
     refused_p99_ms: f64,
     failed: usize,
+    /// `failed` by kind.
+    failures: std::collections::BTreeMap<Failure, usize>,
 }
 
 impl Overload {
@@ -89,7 +105,7 @@ impl Overload {
         let h = &self.high;
         format!(
             "{:<16} {:<8} past capacity: capacity {:.0}/s, offered {:.0}/s: admitted {} (p50 {:.1} ms, p99 {:.1} ms), \
-             refused {} (p99 {:.2} ms), failed {}, not sent {}; recovered after {:.0} ms ({} failed after the drop), \
+             refused {} (p99 {:.2} ms), failed {} {:?}, not sent {}; recovered after {:.0} ms ({} failed after the drop), \
              p99 from 1 s after the drop {:.1} ms; health p99 {:.2} ms, {} failed; the generator's own lateness p99 {:.2} ms: {}",
             self.scenario,
             self.backend,
@@ -101,6 +117,7 @@ impl Overload {
             h.refused,
             h.refused_p99_ms,
             h.failed,
+            h.failures,
             self.not_sent,
             self.recovered_after_ms,
             self.low_failed,
@@ -210,8 +227,14 @@ pub async fn run(
         refused_p99_ms: percentile(&refused, 0.99),
         failed: in_high
             .iter()
-            .filter(|s| s.outcome == Outcome::Failed)
+            .filter(|s| matches!(s.outcome, Outcome::Failed(_)))
             .count(),
+        failures: in_high.iter().fold(Default::default(), |mut kinds, s| {
+            if let Outcome::Failed(kind) = s.outcome {
+                *kinds.entry(kind).or_default() += 1;
+            }
+            kinds
+        }),
     };
     let slow = Duration::from_secs_f64(ADMITTED_P99_MS / 1e3);
     let bad_after_drop: Vec<&&Sample> = in_low
@@ -258,12 +281,17 @@ async fn send(client: &reqwest::Client, spec: &RequestSpec) -> Outcome {
             let retry_after = r.headers().contains_key("retry-after");
             let read = r.bytes().await.is_ok();
             match (status, retry_after, read) {
+                (_, _, false) => Outcome::Failed(Failure::Unread),
                 (200..=299, _, true) => Outcome::Ok,
                 (503, true, true) => Outcome::Refused,
-                _ => Outcome::Failed,
+                (status, _, true) => Outcome::Failed(Failure::Status(status)),
             }
         }
-        Err(_) => Outcome::Failed,
+        Err(err) if err.is_timeout() => Outcome::Failed(Failure::TimedOut),
+        Err(err) if err.is_connect() => Outcome::Failed(Failure::Connect),
+        // hyper's "connection closed before message completed" among them:
+        // the server closed a keep-alive connection the request was sent on.
+        Err(_) => Outcome::Failed(Failure::Other),
     }
 }
 
