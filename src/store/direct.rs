@@ -201,10 +201,7 @@ pub(crate) fn fetch<T>(
     decode: impl Fn(&dyn ReadRow) -> StoreResult<T>,
     first_only: bool,
 ) -> StoreResult<Vec<T>> {
-    // Logged under sqlx's target, so that the one switch that shows the
-    // statements sqlx runs (`sqlx::query=debug`) shows these too (and
-    // `tests/api/query_plans.rs` plans them on SQLite as on PostgreSQL).
-    tracing::debug!(target: "sqlx::query", summary = "direct read", db.statement = sql);
+    log_statement("direct read", sql);
     let mut statement = connection.prepare_cached(sql).map_err(classify)?;
     bind(&mut statement, params)?;
     // Dropping the rows resets the statement, which ends its read
@@ -218,6 +215,14 @@ pub(crate) fn fetch<T>(
         }
     }
     Ok(out)
+}
+
+/// Logs a statement run outside sqlx (here and on PostgreSQL's lane) under
+/// sqlx's target, so that the one switch that shows the statements sqlx
+/// runs (`sqlx::query=debug`) shows these too, and
+/// `tests/api/query_plans.rs` plans them as it plans sqlx's.
+pub(crate) fn log_statement(summary: &'static str, sql: &str) {
+    tracing::debug!(target: "sqlx::query", summary, db.statement = sql);
 }
 
 /// A driver's error as the store's: SQLite busy or locked is worth a
@@ -456,7 +461,7 @@ pub(crate) fn write<O: Copy>(
     }
     let run = || -> StoreResult<Option<O>> {
         for step in steps {
-            tracing::debug!(target: "sqlx::query", summary = "direct write", db.statement = step.sql);
+            log_statement("direct write", step.sql);
             let mut statement = connection.prepare_cached(step.sql).map_err(classify)?;
             bind(&mut statement, &step.params)?;
             let touched = statement.raw_execute().map_err(classify)?;

@@ -58,7 +58,7 @@ impl Constraint {
         Self::of_report(db.constraint().unwrap_or_else(|| db.message()))
     }
 
-    fn of_report(text: &str) -> Self {
+    pub(super) fn of_report(text: &str) -> Self {
         let columns = text
             .strip_prefix("UNIQUE constraint failed: ")
             .unwrap_or(text);
@@ -144,7 +144,7 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
 }
 
 /// SQLite busy/locked and PostgreSQL shutdown / connection classes.
-fn is_unavailable_code(code: Option<&str>) -> bool {
+pub(super) fn is_unavailable_code(code: Option<&str>) -> bool {
     matches!(
         code,
         Some("5" | "6" | "517" | "57P01" | "57P02" | "57P03" | "3D000")

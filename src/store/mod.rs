@@ -29,6 +29,7 @@ pub mod gap_events;
 pub mod idempotency;
 pub mod mcp_calls;
 mod pg_lane;
+mod pgpass;
 pub mod platform;
 pub mod policy;
 pub mod prompt_integrations;
@@ -67,8 +68,8 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    fn new(pool: PgPool) -> Self {
-        let lane = pg_lane::PgLane::new((*pool.connect_options()).clone());
+    fn new(pool: PgPool, url: &str) -> Self {
+        let lane = pg_lane::PgLane::new(url, &pool.connect_options());
         PgStore {
             pool,
             lane: std::sync::Arc::new(lane),
@@ -204,6 +205,7 @@ impl Store {
                     })
                     .connect(url)
                     .await?,
+                url,
             )),
             kind => {
                 let options = direct::CONNECTION_PRAGMAS.iter().fold(
@@ -303,17 +305,8 @@ impl Store {
             }
             Store::Postgres(postgres) => {
                 let mut lease = postgres.lane.lease().await?;
-                let query = direct::bind_all(sqlx::query(sql), params);
-                let rows = if first_only {
-                    query
-                        .fetch_optional(lease.connection())
-                        .await
-                        .map(|row| row.into_iter().collect())
-                } else {
-                    query.fetch_all(lease.connection()).await
-                };
-                let rows: Vec<_> = lease.settle(rows)?;
-                rows.iter().map(|row| decode(&Sqlx(row))).collect()
+                let rows = lease.read(sql, params, decode, first_only).await;
+                lease.settle(rows)
             }
         }
     }
@@ -335,7 +328,7 @@ impl Store {
         let pool = match self {
             Store::Postgres(postgres) => {
                 let mut lease = postgres.lane.lease().await?;
-                let outcome = pg_lane::write(lease.connection(), steps).await;
+                let outcome = lease.write(steps).await;
                 return lease.settle(outcome);
             }
             Store::Sqlite(pool) => pool,

@@ -61,13 +61,19 @@ fn the_database_drivers_stay_in_the_store() {
             hits.join("\n")
         );
     }
-    // The second SQLite driver serves only the direct reads.
-    let hits = offenders("rusqlite", &["src/store/direct.rs"]);
-    assert!(
-        hits.is_empty(),
-        "rusqlite outside src/store/direct.rs:\n{}",
-        hits.join("\n")
-    );
+    // The second drivers serve only the hot statements: SQLite's on each
+    // runtime thread, PostgreSQL's on the lane.
+    for (driver, home) in [
+        ("rusqlite", "src/store/direct.rs"),
+        ("tokio_postgres", "src/store/pg_lane.rs"),
+    ] {
+        let hits = offenders(driver, &[home]);
+        assert!(
+            hits.is_empty(),
+            "{driver} outside {home}:\n{}",
+            hits.join("\n")
+        );
+    }
 }
 
 #[test]
