@@ -455,8 +455,9 @@ impl Default for PlatformArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ClientLimits {
     /// Most connections served at once; further clients wait in the listen
-    /// backlog until a connection closes. At the cap, keep-alive ends: idle
-    /// connections are closed at once and busy ones after their answer.
+    /// backlog until a connection closes. At the cap, one connection per
+    /// waiting client ends its keep-alive: the one idle longest closes at
+    /// once if idle for 250 ms, else the next to answer closes after it.
     #[arg(long, env = "WARDEN_MAX_CONNECTIONS", default_value_t = ClientLimits::DEFAULT.max_connections)]
     pub max_connections: usize,
 

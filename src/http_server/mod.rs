@@ -2,9 +2,12 @@
 //! needs against slow, idle, greedy or numerous clients (`ClientLimits`):
 //! - at most `max_connections` connections are served at once; the next
 //!   client is accepted and waits (the ones after it in the listen backlog)
-//!   until one closes. When a client has to wait, keep-alive ends for every
-//!   connection: idle ones are closed at once and busy ones after their
-//!   answer, so the wait is one answer long, not an idle limit long;
+//!   until one closes. For each client that has to wait, one connection
+//!   ends its keep-alive (`release`): the one idle longest is closed at
+//!   once if it has been idle a moment (250 ms), or else the next to
+//!   answer closes after its answer, so the wait is one answer or that
+//!   moment long, not an idle limit long, and the other connections keep
+//!   theirs;
 //! - one client (`client_address::ClientKey`: an IPv4 address, an IPv6 /64)
 //!   holds at most `max_connections_per_client` (a `fair_share`); a
 //!   connection beyond it is closed before anything is read from it. Behind
@@ -28,6 +31,7 @@
 //! Each request carries its peer address as `ConnectInfo<SocketAddr>`.
 
 pub mod metrics_listener;
+mod release;
 mod write_deadline;
 
 use axum::Router;
@@ -39,6 +43,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -48,6 +53,7 @@ use tower::ServiceExt;
 
 use crate::client_address::ClientKey;
 use crate::fair_share::{FairShare, Place};
+use release::{Member, Release};
 use write_deadline::WriteDeadline;
 
 /// The connection-level bounds, from `ClientLimits`.
@@ -80,12 +86,10 @@ impl From<&crate::cli::ClientLimits> for ConnectionLimits {
     }
 }
 
-/// What every connection task watches: shutdown, and "a client is waiting
-/// for a slot" (a change of `pressure` after the connection started ends
-/// its keep-alive).
-struct Signals {
-    closing: watch::Receiver<bool>,
-    pressure: watch::Receiver<u64>,
+/// What an open connection holds, given back when it ends.
+struct Held {
+    _slot: OwnedSemaphorePermit,
+    _client: Place<ClientKey>,
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then drains.
@@ -98,7 +102,7 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let per_client = FairShare::new(limits.max_connections_per_client);
     let (closing_tx, _) = watch::channel(false);
-    let (pressure_tx, _) = watch::channel(0u64);
+    let release = Release::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -118,14 +122,10 @@ pub async fn serve(
         };
         let slot = match slots.clone().try_acquire_owned() {
             Ok(slot) => slot,
-            Err(_) => {
-                // A client is waiting: every connection's keep-alive ends.
-                pressure_tx.send_modify(|generation| *generation += 1);
-                tokio::select! {
-                    slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
-                    () = &mut shutdown => break,
-                }
-            }
+            Err(_) => match wait_for_slot(&slots, &release, shutdown.as_mut()).await {
+                Some(slot) => slot,
+                None => break,
+            },
         };
         let _ = stream.set_nodelay(true);
         tokio::spawn(serve_connection(
@@ -134,11 +134,12 @@ pub async fn serve(
             router.clone(),
             limits,
             // Subscribed now: only what happens from here on concerns it.
-            Signals {
-                closing: closing_tx.subscribe(),
-                pressure: pressure_tx.subscribe(),
+            closing_tx.subscribe(),
+            Held {
+                _slot: slot,
+                _client: client,
             },
-            (slot, client),
+            release.join(),
         ));
     }
     drop(listener);
@@ -161,34 +162,43 @@ pub async fn serve(
 }
 
 /// One connection, from its first byte to its close; `held` is given back
-/// when it ends.
+/// when it ends, and `member` is its place among the connections that could
+/// make room for a waiting client.
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     router: Router,
     limits: ConnectionLimits,
-    mut signals: Signals,
-    held: (OwnedSemaphorePermit, Place<ClientKey>),
+    mut closing: watch::Receiver<bool>,
+    held: Held,
+    member: Member,
 ) {
     let _open = crate::metrics::connection_opened();
+    let member = Arc::new(member);
     let served = Arc::new(AtomicU64::new(0));
     let service = router
         .map_request({
             let served = served.clone();
+            let member = member.clone();
             move |mut request: hyper::Request<Incoming>| {
                 served.fetch_add(1, Ordering::Relaxed);
+                member.busy();
                 request.extensions_mut().insert(ConnectInfo(peer));
                 request.map(axum::body::Body::new)
             }
         })
-        .map_response(move |mut response: axum::response::Response| {
-            // HTTP/1.1 answers one request at a time: the count is this one's.
-            if served.load(Ordering::Relaxed) >= limits.max_requests {
+        .map_response({
+            let member = member.clone();
+            move |mut response: axum::response::Response| {
+                // HTTP/1.1 answers one request at a time: the count is this one's.
+                let last = served.load(Ordering::Relaxed) >= limits.max_requests;
+                if member.answered(last) {
+                    response
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
                 response
-                    .headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
-            response
         });
     let io = TokioIo::new(WriteDeadline::new(stream, limits.write_timeout));
     let builder = connection_builder(limits);
@@ -212,20 +222,25 @@ async fn serve_connection(
             }
             // Each of these ends keep-alive: an idle connection closes now,
             // a busy one after its answer.
-            _ = signals.closing.changed(), if !ending => {
+            _ = closing.changed(), if !ending => {
                 ending = true;
+                member.end();
                 connection.as_mut().graceful_shutdown();
             }
-            _ = signals.pressure.changed(), if !ending => {
+            () = member.asked_to_close(), if !ending => {
                 ending = true;
                 connection.as_mut().graceful_shutdown();
             }
             () = &mut lifetime, if !ending => {
                 ending = true;
+                member.end();
                 connection.as_mut().graceful_shutdown();
             }
         }
     }
+    // Out of the idle set before its slot frees, so a client waiting for
+    // that slot never asks this closed connection to make room.
+    member.end();
     drop(held);
 }
 
@@ -239,6 +254,36 @@ fn connection_builder(limits: ConnectionLimits) -> http1::Builder {
         .max_buf_size(limits.max_header_bytes)
         .max_header_size(limits.max_header_bytes);
     builder
+}
+
+/// A slot for a client that found none free. One connection is asked to
+/// make room (`release`), and asked again when the one idle longest has
+/// been idle long enough to close, in case no answer made room first.
+/// `None` when shutdown comes first.
+async fn wait_for_slot(
+    slots: &Arc<Semaphore>,
+    release: &Release,
+    mut shutdown: Pin<&mut impl Future<Output = ()>>,
+) -> Option<OwnedSemaphorePermit> {
+    loop {
+        let ask_again = release.make_room();
+        tokio::select! {
+            slot = slots.clone().acquire_owned() => {
+                release.room_made();
+                return Some(slot.expect("the semaphore is never closed"));
+            }
+            () = sleep_until(ask_again) => {}
+            () = &mut shutdown => return None,
+        }
+    }
+}
+
+/// Sleeps until `instant`, or forever when `None`.
+async fn sleep_until(instant: Option<tokio::time::Instant>) {
+    match instant {
+        Some(instant) => tokio::time::sleep_until(instant).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Accept errors on one connection (reset before accept) are skipped; errors

@@ -9,6 +9,7 @@
 
 use crate::helpers::endpoint::{FakeEndpoint, json_response};
 use crate::helpers::fixtures::account_ready;
+use crate::helpers::raw_http::{read_head, skip_body};
 use crate::helpers::shop::order_status;
 use crate::helpers::*;
 use axum::http::StatusCode;
@@ -202,30 +203,6 @@ async fn busy_keep_alive_connections_of_one_client_leave_room_for_others() {
     }
 }
 
-/// Reads one HTTP/1.1 answer's head from `stream` (up to the blank line).
-async fn read_head(stream: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut byte)).await {
-            Ok(Ok(1)) => head.push(byte[0]),
-            _ => return None,
-        }
-    }
-    Some(String::from_utf8_lossy(&head).to_lowercase())
-}
-
-/// Skips a `content-length` body.
-async fn skip_body(stream: &mut TcpStream, head: &str) {
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .map(|v| v.trim().parse().unwrap())
-        .unwrap_or(0);
-    let mut body = vec![0u8; length];
-    stream.read_exact(&mut body).await.unwrap();
-}
-
 // Item 2: a connection's requests and lifetime are bounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_carries_a_bounded_number_of_requests_for_a_bounded_time() {
@@ -313,6 +290,26 @@ async fn at_the_cap_idle_connections_make_room_for_a_waiting_client_at_once() {
         waited < Duration::from_secs(2),
         "served without waiting for the idle limit: {waited:?}"
     );
+    // Room was made by closing one connection, the one idle longest; the
+    // other seven keep their keep-alive and answer on the same connection.
+    let mut rest = Vec::new();
+    let oldest = tokio::time::timeout(Duration::from_secs(2), idle[0].read_to_end(&mut rest)).await;
+    assert!(
+        matches!(oldest, Ok(Ok(0))),
+        "the connection idle longest was closed"
+    );
+    for (n, stream) in idle.iter_mut().enumerate().skip(1) {
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nhost: warden\r\n\r\n")
+            .await
+            .unwrap();
+        let head = read_head(stream)
+            .await
+            .unwrap_or_else(|| panic!("connection {n} was kept open"));
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(!head.contains("connection: close"), "{head}");
+        skip_body(stream, &head).await;
+    }
 }
 
 // Item 6: unfinished large request heads.

@@ -5,6 +5,7 @@
 //! are generous upper limits; what is asserted is that the cut happens at all.
 
 use crate::helpers::fixtures::account_ready;
+use crate::helpers::raw_http::{read_head, skip_body};
 use crate::helpers::shop::order_status;
 use crate::helpers::*;
 use serde_json::json;
@@ -220,6 +221,72 @@ async fn connections_beyond_the_cap_wait_for_a_busy_one_to_finish() {
         "{}",
         String::from_utf8_lossy(&answer)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_the_next_busy_connection_to_answer_makes_room_and_only_it() {
+    // Two uploads in progress fill a cap of two. A third client waits; the
+    // first upload to finish answers with `connection: close` and makes
+    // its room; the second keeps its keep-alive.
+    let app = TestApp::spawn_with_limits(
+        Backend::Sqlite,
+        ClientLimits {
+            max_connections: 2,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 10_000,
+            ..ClientLimits::DEFAULT
+        },
+    )
+    .await;
+    let key = app.account_with_key("uploads").await;
+    let mut first = connect(&app).await;
+    let mut second = connect(&app).await;
+    for upload in [&mut first, &mut second] {
+        upload
+            .write_all(unfinished_upload(&key).as_bytes())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut third = connect(&app).await;
+    third
+        .write_all(b"GET /health HTTP/1.1\r\nhost: warden\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buffer = [0u8; 64];
+    let early = tokio::time::timeout(Duration::from_millis(300), third.read(&mut buffer)).await;
+    assert!(early.is_err(), "the third waits while both are busy");
+
+    // The rest of a 100-byte JSON body: `{` was sent with the head.
+    let rest = format!("{}}}", " ".repeat(98));
+    first.write_all(rest.as_bytes()).await.unwrap();
+    let head = read_head(&mut first)
+        .await
+        .expect("the first upload is answered");
+    assert!(head.contains("connection: close"), "{head}");
+    let answer = read_to_close(&mut third, Duration::from_secs(5))
+        .await
+        .expect("the third is served once the first closes");
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+
+    second.write_all(rest.as_bytes()).await.unwrap();
+    let head = read_head(&mut second)
+        .await
+        .expect("the second upload is answered");
+    assert!(!head.contains("connection: close"), "{head}");
+    skip_body(&mut second, &head).await;
+    second
+        .write_all(b"GET /health HTTP/1.1\r\nhost: warden\r\n\r\n")
+        .await
+        .unwrap();
+    let head = read_head(&mut second)
+        .await
+        .expect("the second connection is still open");
+    assert!(head.starts_with("http/1.1 200"), "{head}");
 }
 
 #[apply(backends)]

@@ -14,6 +14,7 @@ pub mod fake_verifier;
 pub mod fixtures;
 mod process;
 pub mod prometheus;
+pub mod raw_http;
 pub mod shop;
 
 pub use app::TestApp;
