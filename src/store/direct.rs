@@ -235,8 +235,7 @@ fn classify(err: rusqlite::Error) -> StoreError {
         | rusqlite::Error::IntegralValueOutOfRange(..) => StoreError::Corrupt(err.to_string()),
         _ => StoreError::Other(DriverError::new(err)),
     };
-    crate::metrics::db_statement_error(classified.class());
-    classified
+    classified.counted()
 }
 
 /// A row of either driver, read by column index: the one shape each hot

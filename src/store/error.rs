@@ -90,16 +90,21 @@ impl fmt::Display for DriverError {
 }
 
 impl From<sqlx::Error> for StoreError {
-    /// Every failed statement passes here once: the one place the store's
-    /// error classes are counted (`warden_db_statement_errors_total`).
+    /// Every failed statement of sqlx passes here once.
     fn from(err: sqlx::Error) -> Self {
-        let classified = Self::classify(err);
-        crate::metrics::db_statement_error(classified.class());
-        classified
+        Self::classify(err).counted()
     }
 }
 
 impl StoreError {
+    /// Counts a failed statement's error by class
+    /// (`warden_db_statement_errors_total`): every driver's errors pass
+    /// here once, as they become the store's.
+    pub(super) fn counted(self) -> Self {
+        crate::metrics::db_statement_error(self.class());
+        self
+    }
+
     /// The error's class, a closed set of words (the metric's label).
     pub fn class(&self) -> &'static str {
         match self {

@@ -446,10 +446,9 @@ impl LaneRow<'_> {
     where
         for<'r> T: tokio_postgres::types::FromSql<'r>,
     {
-        self.0.try_get(index).map_err(|err| {
-            crate::metrics::db_statement_error("corrupt");
-            StoreError::Corrupt(err.to_string())
-        })
+        self.0
+            .try_get(index)
+            .map_err(|err| StoreError::Corrupt(err.to_string()).counted())
     }
 }
 
@@ -475,8 +474,7 @@ fn classify(err: tokio_postgres::Error) -> StoreError {
     } else {
         StoreError::Other(DriverError::new(err))
     };
-    crate::metrics::db_statement_error(classified.class());
-    classified
+    classified.counted()
 }
 
 #[cfg(test)]
