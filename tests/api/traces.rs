@@ -12,6 +12,7 @@
 //! A platform delivery: the worker's turn is a trace of its own, linked to
 //! the webhook request, and the send API gets its context; a prompt
 //! execution carries its trace to the challenge verifier and the model.
+//! An MCP tool call is one trace from the client to the endpoint.
 //! Misconfiguration (an unknown OTLP protocol) fails at start; a collector
 //! that is down or hangs never slows a request, and what it could not take
 //! is counted in `warden_trace_spans_dropped_total`.
@@ -422,6 +423,81 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
         "exported spans hold: {}",
         leaks.join(", ")
     );
+}
+
+/// An MCP client's tool call is traced as a turn's is: the server span a
+/// child of the caller's, the call under it, the endpoint given the trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_tool_call_is_one_trace_from_the_client_to_the_endpoint() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let key = cli_account_with_key(&db, "traced-mcp").await;
+    let receiver = Receiver::start().await;
+    let endpoint = FakeEndpoint::json(json!({"status": "enviado"})).await;
+    let server = ServerProcess::start(&db, &otel_env(&receiver.base, "http://127.0.0.1:9")).await;
+    let api = server.api(&key);
+    let secret = json!({"auth_type": "bearer", "secret": ENDPOINT_TOKEN});
+    assert_eq!(api.put_credential(CREDENTIAL, &secret).await.0, 201);
+    let (status, body) = api
+        .import_capabilities(&new_key(), vec![order_status(&endpoint.base)])
+        .await;
+    assert_eq!(status, 201, "{body}");
+
+    let (trace_id, caller_span) = caller_context();
+    let mut params = json!({"name": "order_status", "arguments": {"order": "A-1001"}});
+    params["_meta"] = crate::mcp::meta();
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/mcp", server.address))
+        .bearer_auth(&key)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", crate::mcp::MODERN)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "order_status")
+        .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+        .send()
+        .await
+        .unwrap();
+    let (status, answer) = status_and_json(response).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+
+    let spans = receiver
+        .wait_for(&["POST /v1/mcp", "execute_tool order_status"])
+        .await;
+    let ours: Vec<Span> = spans
+        .iter()
+        .filter(|s| hex(&s.trace_id) == trace_id)
+        .cloned()
+        .collect();
+    let server_span = one(&ours, "POST /v1/mcp");
+    assert_eq!(server_span.kind, SpanKind::Server as i32);
+    assert_eq!(hex(&server_span.parent_span_id), caller_span);
+    assert_eq!(text(server_span, "http.route"), "/v1/mcp");
+    let tool = one(&ours, "execute_tool order_status");
+    assert_eq!(text(tool, "gen_ai.tool.name"), "order_status");
+    assert_eq!(text(tool, "warden.call.outcome"), "succeeded");
+    let mut parent = tool.parent_span_id.clone();
+    let mut under_server = false;
+    while let Some(p) = ours.iter().find(|s| s.span_id == parent) {
+        under_server |= p.span_id == server_span.span_id;
+        parent = p.parent_span_id.clone();
+    }
+    assert!(under_server, "the call is under the server span: {ours:?}");
+    let client = one(&ours, "POST");
+    assert_eq!(client.kind, SpanKind::Client as i32);
+    assert_eq!(client.parent_span_id, tool.span_id);
+    let received = endpoint.last();
+    assert_eq!(
+        received.headers["traceparent"].to_str().unwrap(),
+        format!("00-{trace_id}-{}-01", hex(&client.span_id))
+    );
+    let exported = receiver.exported_text();
+    for needle in ["A-1001", "enviado", ENDPOINT_TOKEN, key.as_str()] {
+        assert!(
+            !exported.iter().any(|e| e.contains(needle)),
+            "an exported span holds {needle:?}"
+        );
+    }
 }
 
 /// A random W3C trace id and a caller's span id (hex).
