@@ -188,28 +188,92 @@ fn otel_env<'a>(receiver: &'a str, model: &'a str) -> Vec<(&'a str, &'a str)> {
     ]
 }
 
+/// A traced server with one account whose `order_status` capability calls
+/// `endpoint` with a credential.
+struct TracedShop {
+    /// Bound by the caller for as long as the server runs.
+    _db: TestDb,
+    key: String,
+    receiver: Receiver,
+    endpoint: FakeEndpoint,
+    server: ServerProcess,
+}
+
+impl TracedShop {
+    async fn open(backend: Backend, endpoint_answer: Value, model_url: &str) -> TracedShop {
+        let db = TestDb::new(backend).await;
+        let key = cli_account_with_key(&db, "traced").await;
+        let receiver = Receiver::start().await;
+        let endpoint = FakeEndpoint::json(endpoint_answer).await;
+        let server = ServerProcess::start(&db, &otel_env(&receiver.base, model_url)).await;
+        let api = server.api(&key);
+        let secret = json!({"auth_type": "bearer", "secret": ENDPOINT_TOKEN});
+        assert_eq!(api.put_credential(CREDENTIAL, &secret).await.0, 201);
+        let (status, body) = api
+            .import_capabilities(&new_key(), vec![order_status(&endpoint.base)])
+            .await;
+        assert_eq!(status, 201, "{body}");
+        TracedShop {
+            _db: db,
+            key,
+            receiver,
+            endpoint,
+            server,
+        }
+    }
+}
+
+/// The spans of one trace.
+fn of_trace(spans: &[Span], trace_id: &str) -> Vec<Span> {
+    spans
+        .iter()
+        .filter(|s| hex(&s.trace_id) == trace_id)
+        .cloned()
+        .collect()
+}
+
+/// The server span of `route`: a child of the caller's span.
+fn server_span_of<'a>(ours: &'a [Span], route: &str, caller_span: &str) -> &'a Span {
+    let span = one(ours, &format!("POST {route}"));
+    assert_eq!(span.kind, SpanKind::Server as i32);
+    assert_eq!(hex(&span.parent_span_id), caller_span);
+    assert_eq!(text(span, "http.request.method"), "POST");
+    assert_eq!(text(span, "http.route"), route);
+    span
+}
+
+/// The names of `span`'s ancestors among `spans`, nearest first.
+fn ancestors(spans: &[Span], span: &Span) -> Vec<String> {
+    let mut chain = Vec::new();
+    let mut parent = span.parent_span_id.clone();
+    while let Some(p) = spans.iter().find(|s| s.span_id == parent) {
+        chain.push(p.name.clone());
+        parent = p.parent_span_id.clone();
+    }
+    chain
+}
+
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(backend: Backend) {
-    let db = TestDb::new(backend).await;
-    let key = cli_account_with_key(&db, "traced").await;
-    let receiver = Receiver::start().await;
-    let endpoint =
-        FakeEndpoint::json(json!({"status": "enviado", "carrier": "TRANSPORTES-ZAFIRO"})).await;
     let model = FakeInference::start(vec![
         FakeReply::tool_call("order_status", json!({"order": "A-1001"})),
         FakeReply::text(MODEL_REPLY),
     ])
     .await;
-    let model_url = model.base_url();
-    let server = ServerProcess::start(&db, &otel_env(&receiver.base, &model_url)).await;
+    let TracedShop {
+        _db,
+        key,
+        receiver,
+        endpoint,
+        server,
+    } = TracedShop::open(
+        backend,
+        json!({"status": "enviado", "carrier": "TRANSPORTES-ZAFIRO"}),
+        &model.base_url(),
+    )
+    .await;
     let api = server.api(&key);
-    let secret = json!({"auth_type": "bearer", "secret": ENDPOINT_TOKEN});
-    assert_eq!(api.put_credential(CREDENTIAL, &secret).await.0, 201);
-    let (status, body) = api
-        .import_capabilities(&new_key(), vec![order_status(&endpoint.base)])
-        .await;
-    assert_eq!(status, 201, "{body}");
 
     let trace_id = uuid::Uuid::new_v4().simple().to_string();
     let caller_span = &uuid::Uuid::new_v4().simple().to_string()[..16];
@@ -229,21 +293,10 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
     let spans = receiver
         .wait_for(&["invoke_agent", "POST /v1/channels/http/messages"])
         .await;
-    let ours: Vec<Span> = spans
-        .iter()
-        .filter(|s| hex(&s.trace_id) == trace_id)
-        .cloned()
-        .collect();
+    let ours = of_trace(&spans, &trace_id);
 
     // The server span: a child of the caller's span, in the caller's trace.
-    let server_span = one(&ours, "POST /v1/channels/http/messages");
-    assert_eq!(server_span.kind, SpanKind::Server as i32);
-    assert_eq!(hex(&server_span.parent_span_id), caller_span);
-    assert_eq!(text(server_span, "http.request.method"), "POST");
-    assert_eq!(
-        text(server_span, "http.route"),
-        "/v1/channels/http/messages"
-    );
+    let server_span = server_span_of(&ours, "/v1/channels/http/messages", caller_span);
     assert!(
         matches!(
             attribute(server_span, "http.response.status_code"),
@@ -265,15 +318,7 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
         text(turn_span, "gen_ai.conversation.id"),
         turn["conversation_id"].as_str().unwrap()
     );
-    let ancestors = |span: &Span| {
-        let mut chain = Vec::new();
-        let mut parent = span.parent_span_id.clone();
-        while let Some(p) = ours.iter().find(|s| s.span_id == parent) {
-            chain.push(p.name.clone());
-            parent = p.parent_span_id.clone();
-        }
-        chain
-    };
+    let ancestors = |span: &Span| ancestors(&ours, span);
     assert!(
         ancestors(turn_span).contains(&server_span.name),
         "{:?}",
@@ -429,18 +474,19 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
 /// child of the caller's, the call under it, the endpoint given the trace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_tool_call_is_one_trace_from_the_client_to_the_endpoint() {
-    let db = TestDb::new(Backend::Sqlite).await;
-    let key = cli_account_with_key(&db, "traced-mcp").await;
-    let receiver = Receiver::start().await;
-    let endpoint = FakeEndpoint::json(json!({"status": "enviado"})).await;
-    let server = ServerProcess::start(&db, &otel_env(&receiver.base, "http://127.0.0.1:9")).await;
-    let api = server.api(&key);
-    let secret = json!({"auth_type": "bearer", "secret": ENDPOINT_TOKEN});
-    assert_eq!(api.put_credential(CREDENTIAL, &secret).await.0, 201);
-    let (status, body) = api
-        .import_capabilities(&new_key(), vec![order_status(&endpoint.base)])
-        .await;
-    assert_eq!(status, 201, "{body}");
+    // No model: a tool call does not reach one.
+    let TracedShop {
+        _db,
+        key,
+        receiver,
+        endpoint,
+        server,
+    } = TracedShop::open(
+        Backend::Sqlite,
+        json!({"status": "enviado"}),
+        "http://127.0.0.1:9",
+    )
+    .await;
 
     let (trace_id, caller_span) = caller_context();
     let mut params = json!({"name": "order_status", "arguments": {"order": "A-1001"}});
@@ -464,25 +510,16 @@ async fn an_mcp_tool_call_is_one_trace_from_the_client_to_the_endpoint() {
     let spans = receiver
         .wait_for(&["POST /v1/mcp", "execute_tool order_status"])
         .await;
-    let ours: Vec<Span> = spans
-        .iter()
-        .filter(|s| hex(&s.trace_id) == trace_id)
-        .cloned()
-        .collect();
-    let server_span = one(&ours, "POST /v1/mcp");
-    assert_eq!(server_span.kind, SpanKind::Server as i32);
-    assert_eq!(hex(&server_span.parent_span_id), caller_span);
-    assert_eq!(text(server_span, "http.route"), "/v1/mcp");
+    let ours = of_trace(&spans, &trace_id);
+    let server_span = server_span_of(&ours, "/v1/mcp", &caller_span);
     let tool = one(&ours, "execute_tool order_status");
     assert_eq!(text(tool, "gen_ai.tool.name"), "order_status");
     assert_eq!(text(tool, "warden.call.outcome"), "succeeded");
-    let mut parent = tool.parent_span_id.clone();
-    let mut under_server = false;
-    while let Some(p) = ours.iter().find(|s| s.span_id == parent) {
-        under_server |= p.span_id == server_span.span_id;
-        parent = p.parent_span_id.clone();
-    }
-    assert!(under_server, "the call is under the server span: {ours:?}");
+    assert!(
+        ancestors(&ours, tool).contains(&server_span.name),
+        "the call is under the server span: {:?}",
+        ancestors(&ours, tool)
+    );
     let client = one(&ours, "POST");
     assert_eq!(client.kind, SpanKind::Client as i32);
     assert_eq!(client.parent_span_id, tool.span_id);
