@@ -20,7 +20,30 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// fresh blocking-pool thread of tokio's default 2 MiB had.
 const RUNTIME_THREAD_STACK: usize = 4 << 20;
 
+/// Most of the top of glibc's heap kept rather than handed back (64 MiB:
+/// more than every SQLite connection's page cache together).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const C_HEAP_KEPT: i32 = 64 << 20;
+
+/// SQLite is C and allocates with glibc's malloc, not jemalloc. A
+/// connection's page cache is emptied whenever another connection has
+/// committed, and glibc then gave the top of its heap back to the kernel
+/// (`madvise`, 2 % of a turn's samples) on the request's thread, to fault
+/// it in again on the next read (docs/benchmarks.md, "The C heap").
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep_the_c_heap() {
+    // SAFETY: mallopt sets one parameter of glibc's allocator, before any
+    // other thread runs.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, C_HEAP_KEPT);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn keep_the_c_heap() {}
+
 fn main() -> ExitCode {
+    keep_the_c_heap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(RUNTIME_THREAD_STACK)
