@@ -138,10 +138,14 @@ impl Release {
 }
 
 impl Member {
-    /// A request has begun on this connection: it is no longer idle.
+    /// A request has begun on this connection (or it has closed): it is no
+    /// longer idle.
     pub fn busy(&self) {
         let mut state = self.release.lock();
-        self.unfile(&mut state);
+        let since = self.lock_idle().take();
+        if let Some(since) = since {
+            state.idle.remove(&(since, self.id));
+        }
     }
 
     /// An answer is ready; `last` when the connection closes after it in
@@ -187,13 +191,6 @@ impl Member {
         state.idle.insert((since, self.id), self.ask.clone());
     }
 
-    fn unfile(&self, state: &mut ReleaseState) {
-        let since = self.lock_idle().take();
-        if let Some(since) = since {
-            state.idle.remove(&(since, self.id));
-        }
-    }
-
     fn lock_idle(&self) -> MutexGuard<'_, Option<Instant>> {
         self.idle_since.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -201,8 +198,7 @@ impl Member {
 
 impl Drop for Member {
     fn drop(&mut self) {
-        let mut state = self.release.lock();
-        self.unfile(&mut state);
+        self.busy();
     }
 }
 
