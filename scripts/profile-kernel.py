@@ -17,6 +17,24 @@ import sys
 
 SYSCALL = re.compile(r"^__(x64|do)_sys_")
 KERNEL_ENTRY = ("entry_SYSCALL", "do_syscall", "x64_sys_call", "syscall")
+# The kernel's dispatch: the frame after it names the call when the call's
+# own `__x64_sys_*` wrapper was inlined away (write: `ksys_write`, writev:
+# `do_writev`).
+DISPATCH = "do_syscall_64"
+
+
+def system_call(frames: list[str]) -> int | None:
+    """The index of the frame that names the system call, if any."""
+    for i, frame in enumerate(frames):
+        if SYSCALL.match(frame):
+            return i
+    for i, frame in enumerate(frames[:-1]):
+        if frame == DISPATCH:
+            j = i + 1
+            while j < len(frames) - 1 and frames[j] == "x64_sys_call":
+                j += 1
+            return j
+    return None
 
 
 def main(path: str, top: int = 12) -> None:
@@ -32,14 +50,14 @@ def main(path: str, top: int = 12) -> None:
         total += samples
         frames = stack.split(";")
         thread = frames[0]
-        for i, frame in enumerate(frames):
-            if SYSCALL.match(frame):
-                by_call[frame] += samples
-                by_thread[(thread, frame)] += samples
-                user = [f for f in frames[1:i] if not f.startswith(KERNEL_ENTRY)]
-                callers = " < ".join(reversed([f[:70] for f in user[-3:]]))
-                by_caller[f"{frame} <- {callers}"] += samples
-                break
+        i = system_call(frames)
+        if i is not None:
+            frame = frames[i]
+            by_call[frame] += samples
+            by_thread[(thread, frame)] += samples
+            user = [f for f in frames[1:i] if not f.startswith(KERNEL_ENTRY)]
+            callers = " < ".join(reversed([f[:70] for f in user[-3:]]))
+            by_caller[f"{frame} <- {callers}"] += samples
     if total == 0:
         sys.exit(f"{path}: no samples")
     in_calls = sum(by_call.values())
