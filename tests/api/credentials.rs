@@ -169,7 +169,7 @@ async fn credentials_belong_to_one_account(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn master_key_rotation_reseals_every_secret(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
     let old = MasterKey::generate();
     let new = MasterKey::generate();
@@ -239,7 +239,7 @@ async fn secrets_never_reach_the_logs(backend: Backend) {
     assert_eq!(status, 400, "{body}");
     let (status, body) = api.delete_credential("cred_logs").await;
     assert_eq!(status, 200, "{body}");
-    let logs = server.logs.lock().unwrap().join("\n");
+    let logs = server.logs_so_far().await.join("\n");
     assert!(
         logs.contains("credential configured"),
         "the log shows what happened"

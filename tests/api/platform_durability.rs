@@ -199,7 +199,7 @@ async fn sigkill_anywhere_still_gives_one_reply_per_accepted_message(backend: Ba
     for bytes in std::mem::take(&mut unacknowledged) {
         assert!(post(&client, &server.address, &bytes).await);
     }
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     check_replies(&api, &store, sent).await;
     eprintln!(
         "{sent} messages, {} send requests ({} resends dropped by the idempotency key)",
@@ -239,7 +239,7 @@ async fn two_replicas_on_one_postgresql_drain_one_queue() {
         s.await.unwrap();
     }
     let accepted_in = started.elapsed();
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     check_replies(&api, &store, USERS * PER_USER).await;
     eprintln!(
         "{} messages accepted in {accepted_in:?}, all replied after {:?}",
@@ -249,7 +249,7 @@ async fn two_replicas_on_one_postgresql_drain_one_queue() {
     assert_eq!(api.requests(), USERS * PER_USER, "no message sent twice");
     let mut sent_by: HashMap<usize, usize> = HashMap::new();
     for (i, replica) in replicas.iter().enumerate() {
-        let logs = replica.logs.lock().unwrap();
+        let logs = replica.logs_so_far().await;
         sent_by.insert(
             i,
             logs.iter()
@@ -263,7 +263,7 @@ async fn two_replicas_on_one_postgresql_drain_one_queue() {
     );
     // No secret and no sender id in any log line of either replica.
     for replica in &replicas {
-        for line in replica.logs.lock().unwrap().iter() {
+        for line in replica.logs_so_far().await.iter() {
             for secret in [TOKEN, APP_SECRET, VERIFY_TOKEN, "3461000"] {
                 assert!(!line.contains(secret), "{secret} logged: {line}");
             }

@@ -218,7 +218,7 @@ async fn run_workload(db: &TestDb) -> BTreeSet<String> {
     let (status, body) = api.delete_credential("cred_unused").await;
     assert!(status == 404 || status == 204, "{status} {body}");
 
-    let logs = server.logs.lock().unwrap().clone();
+    let logs = server.logs_so_far().await;
     statements_in(&logs)
 }
 

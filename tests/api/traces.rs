@@ -418,7 +418,7 @@ async fn one_turn_is_one_trace_from_the_host_through_the_endpoint_and_the_model(
     }
 
     // JSON log lines written inside the trace carry its ids.
-    let logs = server.logs.lock().unwrap().clone();
+    let logs = server.logs_so_far().await;
     let joined: Vec<Value> = logs
         .iter()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -71,6 +71,29 @@ impl ServerProcess {
         ApiClient::new(self.http.clone(), &self.address, key)
     }
 
+    /// Every log line the server has written up to now. The pipe is read by
+    /// a task of its own, so a line written before an answer may not have
+    /// been read yet when the answer arrives; lines come in the order they
+    /// were written, so once a marker request's `request finished` line is
+    /// read, every line written before it has been read too.
+    pub async fn logs_so_far(&self) -> Vec<String> {
+        let mark = format!("/log-mark-{}", uuid::Uuid::new_v4().simple());
+        self.get(&mark).await;
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                {
+                    let logs = self.logs.lock().unwrap();
+                    if logs.iter().any(|line| line.contains(&mark)) {
+                        return logs.clone();
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the marker request's log line is written within 10 s")
+    }
+
     /// An unauthenticated GET of `path` (health, the docs UI), answered.
     pub async fn get(&self, path: &str) -> reqwest::Response {
         let url = format!("{}{path}", self.address);
