@@ -160,7 +160,7 @@ async fn sqlite_without_a_master_key_creates_a_private_key_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn master_key_rotate_command_reseals_under_the_new_key(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
     let old = warden::crypto::master_key::Keyring::new(
         warden::crypto::master_key::MasterKey::from_base64(MASTER_KEY).unwrap(),

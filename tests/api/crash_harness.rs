@@ -614,7 +614,7 @@ impl Harness {
             .unwrap()
             .to_owned();
         let store = match backend {
-            Backend::Sqlite => Store::connect(&db.url).await.unwrap(),
+            Backend::Sqlite => db.store().await,
             Backend::Postgres => Store::connect(&format!("{}?application_name={CHECKER}", db.url))
                 .await
                 .unwrap(),

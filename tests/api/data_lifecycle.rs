@@ -773,6 +773,57 @@ async fn every_replica_purges_at_once_and_each_kind_keeps_its_stated_time(backen
     );
 }
 
+/// On PostgreSQL a purge batch passes over a conversation whose row another
+/// transaction holds (a turn writing to it) instead of waiting for it, and
+/// takes it once it is free. SQLite has one writer: there the purge's
+/// batch waits its turn at the write gate like any write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgresql_purge_passes_over_a_conversation_a_turn_holds_and_takes_it_later() {
+    use sqlx::Connection;
+    let shop = Shop::open(Backend::Postgres).await;
+    let store = shop.app.store.clone();
+    let t = now_millis();
+    seed_conversations(&store, "conv_held_", 3, t - 100 * DAY).await;
+    let cutoff = t - 90 * DAY;
+    // A turn's write transaction on `conv_held_1`: its row locked, open.
+    let mut turn = sqlx::PgConnection::connect(&shop.app.db.url).await.unwrap();
+    let mut held = turn.begin().await.unwrap();
+    let locked =
+        sqlx::query("UPDATE conversations SET updated_at = updated_at WHERE id = 'conv_held_1'")
+            .execute(&mut *held)
+            .await
+            .unwrap();
+    assert_eq!(locked.rows_affected(), 1);
+
+    let removed = tokio::time::timeout(
+        Duration::from_secs(10),
+        store.purge_conversations_batch(cutoff, 100),
+    )
+    .await
+    .expect("the purge does not wait for the held conversation")
+    .unwrap();
+    assert_eq!(removed.conversations, 2, "{removed:?}");
+    assert_eq!(removed.messages, 6, "{removed:?}");
+    let left = "SELECT COUNT(*) FROM conversations WHERE id LIKE 'conv_held_%'";
+    assert_eq!(sql_count(&store, left).await, 1);
+    assert_eq!(
+        sql_count(
+            &store,
+            "SELECT COUNT(*) FROM conversation_messages WHERE conversation_id = 'conv_held_1'"
+        )
+        .await,
+        3,
+        "the held conversation keeps its messages"
+    );
+
+    // The turn ends without touching its age: the next purge takes it.
+    held.commit().await.unwrap();
+    let removed = store.purge_conversations_batch(cutoff, 100).await.unwrap();
+    assert_eq!(removed.conversations, 1, "{removed:?}");
+    assert_eq!(removed.messages, 3, "{removed:?}");
+    assert_eq!(sql_count(&store, left).await, 0);
+}
+
 #[tokio::test]
 async fn retention_settings_refuse_zero_and_accept_off() {
     use warden::cli::RetentionDays;

@@ -20,36 +20,18 @@ fn policy(text: &str) -> AgentPolicy {
 async fn idempotency_claims_expire_and_are_purged(backend: Backend) {
     use warden::store::idempotency::Claim;
     let db = TestDb::new(backend).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
-    assert_eq!(
+    let claim = async |key: &str, hash: &str| {
         store
-            .claim_idempotency_key(&account, "k1", "h1")
+            .claim_idempotency_key(&account, key, hash)
             .await
-            .unwrap(),
-        Claim::Fresh
-    );
-    assert_eq!(
-        store
-            .claim_idempotency_key(&account, "k1", "h1")
-            .await
-            .unwrap(),
-        Claim::InFlight
-    );
-    assert_eq!(
-        store
-            .claim_idempotency_key(&account, "k1", "h2")
-            .await
-            .unwrap(),
-        Claim::KeyReused
-    );
-    assert_eq!(
-        store
-            .claim_idempotency_key(&account, "k2", "h1")
-            .await
-            .unwrap(),
-        Claim::Fresh
-    );
+            .unwrap()
+    };
+    assert_eq!(claim("k1", "h1").await, Claim::Fresh);
+    assert_eq!(claim("k1", "h1").await, Claim::InFlight);
+    assert_eq!(claim("k1", "h2").await, Claim::KeyReused);
+    assert_eq!(claim("k2", "h1").await, Claim::Fresh);
     assert_eq!(purge_idempotency_records(&store).await, 0);
     // Age both records past retention (and k1's claim past abandonment).
     let age = "UPDATE idempotency_records SET expires_at = 0, created_at = 0";
@@ -62,10 +44,7 @@ async fn idempotency_claims_expire_and_are_purged(backend: Backend) {
         }
     }
     assert_eq!(
-        store
-            .claim_idempotency_key(&account, "k1", "h2")
-            .await
-            .unwrap(),
+        claim("k1", "h2").await,
         Claim::Fresh,
         "an expired key is free again"
     );
@@ -82,7 +61,7 @@ async fn idempotency_claims_expire_and_are_purged(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn account_names_are_unique(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     store.create_account("acme").await.unwrap();
     assert!(matches!(
         store.create_account("acme").await,
@@ -96,7 +75,7 @@ async fn account_names_are_unique(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authenticate_distinguishes_refusals(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
     store
         .insert_api_key(&account, "key_a", "hash_a", "prod")
@@ -137,8 +116,8 @@ async fn point_reads_see_every_earlier_commit_of_another_replica(backend: Backen
     use warden::crypto::sealed::Sealed;
     use warden::domain::credential::{AuthType, CredentialStatus};
     let db = TestDb::new(backend).await;
-    let reader = warden::store::Store::connect(&db.url).await.unwrap();
-    let writer = warden::store::Store::connect(&db.url).await.unwrap();
+    let reader = db.store().await;
+    let writer = db.store().await;
     let account = writer.create_account("acme").await.unwrap();
     writer
         .insert_api_key(&account, "key_a", "hash_a", "prod")
@@ -221,7 +200,7 @@ async fn a_sqlite_write_waits_for_another_process_without_holding_its_thread() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     let db = TestDb::new(Backend::Sqlite).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
     // Warm this thread's connection with a first write.
     store
@@ -289,10 +268,10 @@ async fn an_in_memory_database_reads_through_its_one_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrations_are_idempotent_across_restarts(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     store.create_account("acme").await.unwrap();
     store.close().await;
-    let again = warden::store::Store::connect(&db.url).await.unwrap();
+    let again = db.store().await;
     assert!(again.find_account("acme").await.unwrap().is_some());
 }
 
@@ -300,7 +279,7 @@ async fn migrations_are_idempotent_across_restarts(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_policy_writes_get_distinct_revisions(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
     let writes = (0..20).map(|i| {
         let store = store.clone();
@@ -329,7 +308,7 @@ async fn concurrent_policy_writes_get_distinct_revisions(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diagnostic_mode_reports_creation_once(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
     assert_eq!(store.get_diagnostic_mode(&account).await.unwrap(), None);
     assert!(
@@ -365,7 +344,7 @@ async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T
 async fn an_idle_postgresql_connection_the_server_dropped_is_replaced() {
     use sqlx::Connection;
     let db = TestDb::new(Backend::Postgres).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
     let warden::store::Store::Postgres(postgres) = &store else {
         unreachable!("a PostgreSQL store")
@@ -421,7 +400,7 @@ async fn a_postgresql_write_cut_off_inside_its_transaction_leaves_nothing_open()
     use sqlx::Connection;
     use std::time::{Duration, Instant};
     let db = TestDb::new(Backend::Postgres).await;
-    let store = warden::store::Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
     store
         .record_gap_event(&account, &gap_event("gap_1"))

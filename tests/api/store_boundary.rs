@@ -52,7 +52,7 @@ async fn publish(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_names_the_unique_rule_that_refused_a_write(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let store = Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
     match store.create_account("acme").await {
         Err(StoreError::Conflict(Constraint::AccountName)) => {}
@@ -103,7 +103,7 @@ async fn the_store_names_the_unique_rule_that_refused_a_write(backend: Backend) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_word_outside_its_closed_set_reads_as_corrupt(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let store = Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let account = store.create_account("acme").await.unwrap();
     let id = publish(&store, &account, "order_status").await.unwrap();
     let row = store.get_capability(&account, &id).await.unwrap().unwrap();
@@ -134,7 +134,7 @@ async fn a_stored_word_outside_its_closed_set_reads_as_corrupt(backend: Backend)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_and_conversation_reads_answer_only_their_owner(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let store = Store::connect(&db.url).await.unwrap();
+    let store = db.store().await;
     let owner = store.create_account("acme").await.unwrap();
     let stranger = store.create_account("globex").await.unwrap();
     let id = publish(&store, &owner, "order_status").await.unwrap();

@@ -54,6 +54,12 @@ impl TestDb {
         }
     }
 
+    /// A store on this database, opened as the server opens it (its
+    /// migrations run); each call is another pool, as another replica's.
+    pub async fn store(&self) -> warden::store::Store {
+        warden::store::Store::connect(&self.url).await.unwrap()
+    }
+
     /// The SQLite database file (and its WAL) as bytes, for secrecy checks.
     pub fn sqlite_bytes(&self) -> Vec<u8> {
         let mut bytes = Vec::new();
