@@ -12,11 +12,15 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 scripts/ensure-bench-tools.sh
+# `--workspace`: the dependencies' features are then unified as in `make
+# test`'s `cargo test --workspace`, so its build is reused; with the warden
+# package alone they differ, and wasmtime, sqlx, tokio and the rest were
+# built a second time (3 min of CI's 2 cores, 50 s with it).
 export WARDEN_BENCH_QUICK=1 WARDEN_BENCH_SMOKE=1
 echo "bench-smoke: the load benchmark (quick: relay, contract test, MCP call, turn, observed turn, past capacity; SQLite and PostgreSQL)"
-WARDEN_BENCH_ONLY=relay,capability_test,mcp_call,turn_1,turn_1_observed,past_capacity cargo test --quiet --bench load
+WARDEN_BENCH_ONLY=relay,capability_test,mcp_call,turn_1,turn_1_observed,past_capacity cargo test --quiet --workspace --bench load
 echo "bench-smoke: the soak (two 5 s slices, SQLite)"
-WARDEN_BENCH_SOAK=10 WARDEN_BENCH_BACKENDS=sqlite cargo test --quiet --bench load
+WARDEN_BENCH_SOAK=10 WARDEN_BENCH_BACKENDS=sqlite cargo test --quiet --workspace --bench load
 echo "bench-smoke: the growth run (tiny sizes, SQLite)"
 WARDEN_BENCH_GROWTH=1 WARDEN_BENCH_GROWTH_SCALE=0.002 WARDEN_BENCH_GROWTH_REQUESTS=20 WARDEN_BENCH_BACKENDS=sqlite \
-    cargo test --quiet --bench load
+    cargo test --quiet --workspace --bench load
