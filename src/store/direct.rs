@@ -134,10 +134,29 @@ pub(crate) const CONNECTION_PRAGMAS: &[(&str, &str)] = &[
 
 /// `wal_autocheckpoint` of these connections: a commit checkpoints only a
 /// WAL grown this far (~40 MiB), which the checkpoints of `wal_checkpoint`
-/// keep it from reaching unless readers hold every frame back that long.
+/// keep it from reaching (they restart it at
+/// [`super::wal_checkpoint::RESTART_WAL_PAGES`]). Such a commit's checkpoint
+/// runs on the request's thread, under the write gate, with two `fsync`s:
+/// every thread of the runtime but one stalls behind it.
 pub(crate) const WAL_SAFETY_NET_PAGES: u32 = 10_000;
 
-/// What a PASSIVE checkpoint did.
+/// How long a RESTART checkpoint waits for readers still inside the WAL to
+/// finish (new ones read the database file once it is complete).
+const RESTART_WAITS_FOR_READERS: Duration = Duration::from_millis(20);
+
+/// Which checkpoint to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CheckpointMode {
+    /// Copies what no reader still needs; waits for no one.
+    Passive,
+    /// Copies everything, then waits (briefly) until no reader uses the
+    /// WAL, so that the next commit writes it from its start again. Run
+    /// with the process's write gate held: no writer of this process
+    /// appends meanwhile.
+    Restart,
+}
+
+/// What a checkpoint did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Checkpointed {
     /// Every frame of the WAL is in the database file.
@@ -145,27 +164,55 @@ pub(crate) enum Checkpointed {
     /// Some frames were left: a reader still needs them, or a writer
     /// appended meanwhile.
     Partial,
-    /// Another connection was checkpointing.
+    /// Another connection was checkpointing, or (RESTART) readers stayed
+    /// in the WAL.
     Busy,
 }
 
-/// One PASSIVE checkpoint on `connection`: it waits for no reader and no
-/// writer (the connection's busy timeout is 0).
-pub(crate) fn checkpoint_passive(connection: &rusqlite::Connection) -> StoreResult<Checkpointed> {
-    let answer = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+/// A checkpoint's outcome and the WAL's length when it ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Checkpoint {
+    pub(crate) outcome: Checkpointed,
+    /// Frames (pages) in the WAL since it last started over.
+    pub(crate) wal_pages: u32,
+}
+
+/// One checkpoint on `connection`. PASSIVE waits for no reader and no
+/// writer (the connection's busy timeout is 0); RESTART waits at most
+/// [`RESTART_WAITS_FOR_READERS`].
+pub(crate) fn checkpoint(
+    connection: &rusqlite::Connection,
+    mode: CheckpointMode,
+) -> StoreResult<Checkpoint> {
+    let (sql, wait) = match mode {
+        CheckpointMode::Passive => ("PRAGMA wal_checkpoint(PASSIVE)", Duration::ZERO),
+        CheckpointMode::Restart => ("PRAGMA wal_checkpoint(RESTART)", RESTART_WAITS_FOR_READERS),
+    };
+    connection.busy_timeout(wait).map_err(classify)?;
+    let answer = connection.query_row(sql, [], |row| {
         Ok((
             row.get::<_, i64>(0)?,
             row.get::<_, i64>(1)?,
             row.get::<_, i64>(2)?,
         ))
     });
-    match answer {
-        Ok((1, _, _)) => Ok(Checkpointed::Busy),
-        Ok((_, log, copied)) if copied >= log => Ok(Checkpointed::Complete),
-        Ok(_) => Ok(Checkpointed::Partial),
-        Err(err) if is_busy(&err) => Ok(Checkpointed::Busy),
-        Err(err) => Err(classify(err)),
+    if wait != Duration::ZERO {
+        connection.busy_timeout(Duration::ZERO).map_err(classify)?;
     }
+    let (busy, log, copied) = match answer {
+        Ok(answer) => answer,
+        Err(err) if is_busy(&err) => (1, -1, -1),
+        Err(err) => return Err(classify(err)),
+    };
+    let outcome = match busy {
+        1 => Checkpointed::Busy,
+        _ if copied >= log => Checkpointed::Complete,
+        _ => Checkpointed::Partial,
+    };
+    Ok(Checkpoint {
+        outcome,
+        wal_pages: u32::try_from(log).unwrap_or(0),
+    })
 }
 
 fn connect(file: &PathBuf) -> StoreResult<rusqlite::Connection> {

@@ -335,7 +335,7 @@ impl Store {
         };
         // The file's state, looked up once: its gate, then its checkpoints.
         let file = sqlite_file(pool);
-        let _gate = file.gate.lock().await;
+        let gate = file.gate.clone().lock_owned().await;
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
@@ -344,7 +344,7 @@ impl Store {
                 Some(Ok(direct::Written::Done(answer))) => {
                     if answer.is_none() {
                         // Committed (an answer rolled back).
-                        file.checkpoints.committed(pool);
+                        file.checkpoints.committed(pool, gate);
                     }
                     return Ok(answer);
                 }

@@ -17,13 +17,30 @@
 //! writers go on appending while it copies, and readers are never waited
 //! for (a frame a reader still needs is left for the next one). sqlx's
 //! connections keep SQLite's default: their writes are the cold ones.
+//!
+//! A PASSIVE checkpoint under steady writes never lets the WAL start over:
+//! SQLite rewrites the WAL from its start only when a write begins with
+//! every frame copied and no reader inside it, and some commit always
+//! lands between the copy and the next write. So the WAL used to grow to
+//! the safety net, whose checkpoint then ran inside a commit, on a runtime
+//! thread, under the write gate: every ~10,000 pages both were held for
+//! 30–50 ms (two `fsync`s), the turn's p99 at half capacity tripled
+//! (docs/benchmarks.md, "The WAL's safety net on the request's thread").
+//! Now, once a PASSIVE checkpoint finds the WAL past [`RESTART_WAL_PAGES`],
+//! the next commit hands its write gate to a RESTART checkpoint on the
+//! blocking pool: writers wait for the gate (asleep, off the runtime's
+//! threads) while it copies the few frames the PASSIVE one could not and
+//! readers leave the WAL, and the commit after it writes the WAL from its
+//! start. (Queueing the RESTART for the gate instead let the writers
+//! outrun it on a busy machine: the WAL still reached the safety net.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use sqlx::sqlite::SqlitePool;
+use tokio::sync::OwnedMutexGuard;
 
-use super::direct::{Checkpointed, Direct, checkpoint_passive};
+use super::direct::{Checkpoint, CheckpointMode, Checkpointed, Direct, checkpoint};
 use super::error::{DriverError, StoreError};
 
 /// Direct commits between two checkpoints: about as often as SQLite's own
@@ -33,45 +50,96 @@ use super::error::{DriverError, StoreError};
 /// longer beside the two the requests run on.
 pub(crate) const COMMITS_PER_CHECKPOINT: u32 = 100;
 
+/// WAL pages past which a checkpoint also starts the WAL over (~20 MiB of
+/// 4 KiB pages): half the safety net, so that commits made while the
+/// RESTART waits for the gate never reach it.
+pub(crate) const RESTART_WAL_PAGES: u32 = super::direct::WAL_SAFETY_NET_PAGES / 2;
+
 /// One database file's commits since its last checkpoint.
 #[derive(Debug, Default)]
 pub(crate) struct WalCheckpoints {
     commits: AtomicU32,
     running: AtomicBool,
+    /// A PASSIVE checkpoint found the WAL past [`RESTART_WAL_PAGES`]: the
+    /// next commit hands its gate to a RESTART.
+    restart_due: AtomicBool,
 }
 
 /// A checkpoint's outcome, as the metric's `outcome` label says it.
-fn label(outcome: &super::StoreResult<Checkpointed>) -> &'static str {
+fn label(outcome: &super::StoreResult<Checkpoint>) -> &'static str {
     match outcome {
-        Ok(Checkpointed::Complete) => "complete",
-        Ok(Checkpointed::Partial) => "partial",
-        Ok(Checkpointed::Busy) => "busy",
+        Ok(Checkpoint {
+            outcome: Checkpointed::Complete,
+            ..
+        }) => "complete",
+        Ok(Checkpoint {
+            outcome: Checkpointed::Partial,
+            ..
+        }) => "partial",
+        Ok(Checkpoint {
+            outcome: Checkpointed::Busy,
+            ..
+        }) => "busy",
         Err(_) => "error",
     }
 }
 
 impl WalCheckpoints {
-    /// Counts one commit to `pool`'s file and, when a checkpoint is due and
-    /// none is running, starts one on the blocking pool.
-    pub(crate) fn committed(self: &Arc<Self>, pool: &SqlitePool) {
+    /// Counts one commit to `pool`'s file, made under `gate` (the file's
+    /// write gate, held until now). When a RESTART is due, it runs on the
+    /// blocking pool holding `gate`, so the commits queued behind this one
+    /// wait for it (asleep) and none outruns it; otherwise the gate is let
+    /// go, and when a PASSIVE checkpoint is due and none is running, one
+    /// starts, which makes a RESTART due if the WAL has grown past
+    /// [`RESTART_WAL_PAGES`].
+    pub(crate) fn committed(self: &Arc<Self>, pool: &SqlitePool, gate: OwnedMutexGuard<()>) {
+        if self.restart_due.swap(false, Ordering::AcqRel) {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                // Counted and logged by `run`; nothing waits on it.
+                let _ = run(&pool, CheckpointMode::Restart, Some(gate)).await;
+            });
+            return;
+        }
+        drop(gate);
         let commits = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
         if commits < COMMITS_PER_CHECKPOINT || self.running.swap(true, Ordering::AcqRel) {
             return;
         }
         // Commits made while it runs count toward the next one.
         self.commits.store(0, Ordering::Relaxed);
-        let (running, pool) = (Running(self.clone()), pool.clone());
-        tokio::task::spawn_blocking(move || {
+        let (running, pool, checkpoints) = (Running(self.clone()), pool.clone(), self.clone());
+        tokio::spawn(async move {
             let _running = running;
-            // `None`: the file could not be opened directly (logged there).
-            let outcome = Direct::open(&pool, checkpoint_passive)
-                .unwrap_or_else(|| Err(StoreError::Other(DriverError::new(Unopened))));
-            if let Err(error) = &outcome {
-                tracing::warn!(%error, "WAL checkpoint failed; the next one will try again");
+            let passive = run(&pool, CheckpointMode::Passive, None).await;
+            if matches!(passive, Ok(c) if c.wal_pages >= RESTART_WAL_PAGES) {
+                checkpoints.restart_due.store(true, Ordering::Release);
             }
-            crate::metrics::wal_checkpoint(label(&outcome));
         });
     }
+}
+
+/// One checkpoint on the blocking pool (holding `gate` until it ends, when
+/// given), logged when it fails and counted by outcome.
+async fn run(
+    pool: &SqlitePool,
+    mode: CheckpointMode,
+    gate: Option<OwnedMutexGuard<()>>,
+) -> super::StoreResult<Checkpoint> {
+    let pool = pool.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let _gate = gate;
+        // `None`: the file could not be opened directly (logged there).
+        Direct::open(&pool, |connection| checkpoint(connection, mode))
+            .unwrap_or_else(|| Err(StoreError::Other(DriverError::new(Unopened))))
+    })
+    .await
+    .unwrap_or_else(|panicked| Err(StoreError::Other(DriverError::new(panicked))));
+    if let Err(error) = &outcome {
+        tracing::warn!(%error, ?mode, "WAL checkpoint failed; the next one will try again");
+    }
+    crate::metrics::wal_checkpoint(label(&outcome));
+    outcome
 }
 
 /// A checkpoint started: dropped when it ends, however it ends (done, a
