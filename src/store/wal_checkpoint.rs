@@ -24,7 +24,7 @@
 //! lands between the copy and the next write. So the WAL used to grow to
 //! the safety net, whose checkpoint then ran inside a commit, on a runtime
 //! thread, under the write gate: every ~10,000 pages both were held for
-//! 30–50 ms (two `fsync`s), the turn's p99 at half capacity tripled
+//! 30–50 ms (two `fsync`s), and the turn's p99 at half capacity doubled
 //! (docs/benchmarks.md, "The WAL's safety net on the request's thread").
 //! Now, once a PASSIVE checkpoint finds the WAL past [`RESTART_WAL_PAGES`],
 //! the next commit hands its write gate to a RESTART checkpoint on the
