@@ -15,7 +15,7 @@ scripts/ensure-bench-tools.sh
 # `--workspace`: the dependencies' features are then unified as in `make
 # test`'s `cargo test --workspace`, so its build is reused; with the warden
 # package alone they differ, and wasmtime, sqlx, tokio and the rest were
-# built a second time (3 min of CI's 2 cores, 50 s with it).
+# built a second time (3 min 14 s of CI's 2 cores; 7 s with it).
 export WARDEN_BENCH_QUICK=1 WARDEN_BENCH_SMOKE=1
 echo "bench-smoke: the load benchmark (quick: relay, contract test, MCP call, turn, observed turn, past capacity; SQLite and PostgreSQL)"
 WARDEN_BENCH_ONLY=relay,capability_test,mcp_call,turn_1,turn_1_observed,past_capacity cargo test --quiet --workspace --bench load

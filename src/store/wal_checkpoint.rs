@@ -67,19 +67,10 @@ pub(crate) struct WalCheckpoints {
 
 /// A checkpoint's outcome, as the metric's `outcome` label says it.
 fn label(outcome: &super::StoreResult<Checkpoint>) -> &'static str {
-    match outcome {
-        Ok(Checkpoint {
-            outcome: Checkpointed::Complete,
-            ..
-        }) => "complete",
-        Ok(Checkpoint {
-            outcome: Checkpointed::Partial,
-            ..
-        }) => "partial",
-        Ok(Checkpoint {
-            outcome: Checkpointed::Busy,
-            ..
-        }) => "busy",
+    match outcome.as_ref().map(|c| c.outcome) {
+        Ok(Checkpointed::Complete) => "complete",
+        Ok(Checkpointed::Partial) => "partial",
+        Ok(Checkpointed::Busy) => "busy",
         Err(_) => "error",
     }
 }
@@ -97,7 +88,7 @@ impl WalCheckpoints {
             let pool = pool.clone();
             tokio::spawn(async move {
                 // Counted and logged by `run`; nothing waits on it.
-                let _ = run(&pool, CheckpointMode::Restart, Some(gate)).await;
+                let _ = run(pool, CheckpointMode::Restart, Some(gate)).await;
             });
             return;
         }
@@ -108,12 +99,11 @@ impl WalCheckpoints {
         }
         // Commits made while it runs count toward the next one.
         self.commits.store(0, Ordering::Relaxed);
-        let (running, pool, checkpoints) = (Running(self.clone()), pool.clone(), self.clone());
+        let (running, pool) = (Running(self.clone()), pool.clone());
         tokio::spawn(async move {
-            let _running = running;
-            let passive = run(&pool, CheckpointMode::Passive, None).await;
+            let passive = run(pool, CheckpointMode::Passive, None).await;
             if matches!(passive, Ok(c) if c.wal_pages >= RESTART_WAL_PAGES) {
-                checkpoints.restart_due.store(true, Ordering::Release);
+                running.0.restart_due.store(true, Ordering::Release);
             }
         });
     }
@@ -122,11 +112,10 @@ impl WalCheckpoints {
 /// One checkpoint on the blocking pool (holding `gate` until it ends, when
 /// given), logged when it fails and counted by outcome.
 async fn run(
-    pool: &SqlitePool,
+    pool: SqlitePool,
     mode: CheckpointMode,
     gate: Option<OwnedMutexGuard<()>>,
 ) -> super::StoreResult<Checkpoint> {
-    let pool = pool.clone();
     let outcome = tokio::task::spawn_blocking(move || {
         let _gate = gate;
         // `None`: the file could not be opened directly (logged there).
