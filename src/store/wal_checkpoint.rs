@@ -40,7 +40,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use sqlx::sqlite::SqlitePool;
 use tokio::sync::OwnedMutexGuard;
 
-use super::direct::{Checkpoint, CheckpointMode, Checkpointed, Direct, checkpoint};
+use super::direct::{
+    Checkpoint, CheckpointMode, Checkpointed, Direct, checkpoint, sync_database_file,
+};
 use super::error::{DriverError, StoreError};
 
 /// Direct commits between two checkpoints: about as often as SQLite's own
@@ -119,8 +121,19 @@ async fn run(
     let outcome = tokio::task::spawn_blocking(move || {
         let _gate = gate;
         // `None`: the file could not be opened directly (logged there).
-        Direct::open(&pool, |connection| checkpoint(connection, mode))
-            .unwrap_or_else(|| Err(StoreError::Other(DriverError::new(Unopened))))
+        Direct::open(&pool, |connection| {
+            let mut done = checkpoint(connection, mode)?;
+            // A RESTART will be due: write the pages this and the PASSIVE
+            // checkpoints before it copied now, off the gate, then copy
+            // the commits made meanwhile, so that the RESTART under the
+            // gate copies and syncs only the few made after.
+            if mode == CheckpointMode::Passive && done.wal_pages >= RESTART_WAL_PAGES {
+                sync_database_file(connection)?;
+                done = checkpoint(connection, mode)?;
+            }
+            Ok(done)
+        })
+        .unwrap_or_else(|| Err(StoreError::Other(DriverError::new(Unopened))))
     })
     .await
     .unwrap_or_else(|panicked| Err(StoreError::Other(DriverError::new(panicked))));
