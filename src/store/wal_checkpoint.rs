@@ -33,6 +33,15 @@
 //! readers leave the WAL, and the commit after it writes the WAL from its
 //! start. (Queueing the RESTART for the gate instead let the writers
 //! outrun it on a busy machine: the WAL still reached the safety net.)
+//!
+//! SQLite syncs the database file only at the end of a checkpoint that
+//! copied the whole WAL, which a PASSIVE one under steady writes never
+//! does: every page the PASSIVE ones copied stayed dirty in the OS's cache
+//! until the RESTART's sync, under the gate, wrote them all (4 ms on a new
+//! file, 30 ms once it had grown, docs/benchmarks.md). So the PASSIVE
+//! checkpoint that makes a RESTART due syncs the file itself, off the
+//! gate, and copies the commits made meanwhile: the RESTART copies and
+//! syncs only the last few.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
