@@ -44,14 +44,18 @@ impl Store {
         key_hash: &str,
         record: &McpCallRecord,
     ) -> StoreResult<()> {
+        // `seq` is read and written in this one statement: SQLite's writes
+        // are serial; two concurrent PostgreSQL calls may share one, and
+        // then their ids order them, as any two calls at once.
         // On the direct path, as a contract test's record: the sqlx pool's
         // hand-off (SQLite) and release ping (PostgreSQL) made a call cost
         // a third more CPU than a contract test.
         let step = Step::<()>::new(
             "INSERT INTO mcp_calls (id, account_id, key_id, capability_id, revision, status, reason, \
-             attempts, duration_ms, created_at) \
+             attempts, duration_ms, created_at, seq) \
              VALUES ($1, $2, (SELECT key_id FROM api_keys WHERE key_hash = $3 AND account_id = $2), \
-             $4, $5, $6, $7, $8, $9, $10)",
+             $4, $5, $6, $7, $8, $9, $10, \
+             (SELECT COALESCE(MAX(seq), 0) + 1 FROM mcp_calls WHERE account_id = $2))",
             vec![
                 Param::Text(&record.id),
                 Param::Int(account.number()),
@@ -69,7 +73,9 @@ impl Store {
         Ok(())
     }
 
-    /// The account's latest `limit` calls, newest first.
+    /// The account's latest `limit` calls, newest first: in the order they
+    /// were written (`seq`, one more than the account's last), not by their
+    /// millisecond, which two quick calls share.
     pub async fn list_mcp_calls(
         &self,
         account: &AccountId,
@@ -78,7 +84,7 @@ impl Store {
         Ok(on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT id, key_id, capability_id, revision, status, reason, attempts, duration_ms, created_at \
-                 FROM mcp_calls WHERE account_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+                 FROM mcp_calls WHERE account_id = $1 ORDER BY seq DESC, id DESC LIMIT $2",
             )
             .bind(account.number())
             .bind(limit.clamp(1, MAX_LISTED_CALLS))

@@ -300,6 +300,43 @@ async fn a_call_answers_the_pruned_result_and_refusals_are_tool_results(backend:
     }
 }
 
+/// Records written within one millisecond still list newest first: in the
+/// order they were written, not by their random ids.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_of_one_millisecond_list_in_the_order_they_were_written(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let store = &shop.app.store;
+    let account = store.find_account("shop").await.unwrap().unwrap();
+    let at = warden::clock::now_millis();
+    // Ids that sort against the order of writing, all at the same time.
+    let written = ["mcpc_z", "mcpc_a", "mcpc_m", "mcpc_b"];
+    for id in written {
+        let record = warden::store::mcp_calls::McpCallRecord {
+            id: id.into(),
+            key_id: None,
+            capability_id: shop.ids["order_status"].clone(),
+            revision: 1,
+            status: warden::store::mcp_calls::McpCallStatus::Succeeded,
+            reason: None,
+            attempts: 1,
+            duration_ms: 0,
+            created_at: at,
+        };
+        store
+            .insert_mcp_call(&account, "no-key", &record)
+            .await
+            .unwrap();
+    }
+    let listed: Vec<String> = calls_of(&shop.app, "shop")
+        .await
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    let newest_first: Vec<&str> = written.iter().rev().copied().collect();
+    assert_eq!(listed, newest_first);
+}
+
 /// A call the endpoint does not answer in time: every attempt is made, and
 /// the client gets a tool error with the contract's reason, nothing else.
 #[apply(backends)]
