@@ -109,7 +109,7 @@ impl Direct {
 }
 
 /// The file behind `options`, unless the database lives in memory.
-fn file_of(options: &SqliteConnectOptions) -> Option<PathBuf> {
+pub(crate) fn file_of(options: &SqliteConnectOptions) -> Option<PathBuf> {
     let file = options.get_filename();
     let name = file.to_string_lossy();
     if name.is_empty() || name == ":memory:" || name.contains("mode=memory") {
@@ -130,15 +130,53 @@ pub(crate) const CONNECTION_PRAGMAS: &[(&str, &str)] = &[
     // erasure and retention leave no readable trace in the file
     // (SECURITY.md, "Data lifecycle").
     ("secure_delete", "ON"),
+    // No commit checkpoints before the safety net: `wal_checkpoint` does,
+    // off the gate, counting every write turn, sqlx's cold writes too
+    // (with SQLite's default every commit past 1,000 pages did, under the
+    // gate: a retention purge's batches each waited for two `fsync`s, and
+    // every turn queued behind them). [`WAL_SAFETY_NET_PAGES`].
+    ("wal_autocheckpoint", "10000"),
 ];
 
-/// `wal_autocheckpoint` of these connections: a commit checkpoints only a
-/// WAL grown this far (~40 MiB), which the checkpoints of `wal_checkpoint`
-/// keep it from reaching (they restart it at
+/// The WAL's safety net (`wal_autocheckpoint` of every connection, and
+/// [`wal_hook`] on these): a commit checkpoints only a WAL grown this far
+/// (~40 MiB), which the checkpoints of `wal_checkpoint` keep it from
+/// reaching (they restart it at
 /// [`super::wal_checkpoint::RESTART_WAL_PAGES`]). Such a commit's checkpoint
 /// runs on the request's thread, under the write gate, with two `fsync`s:
 /// every thread of the runtime but one stalls behind it.
 pub(crate) const WAL_SAFETY_NET_PAGES: u32 = 10_000;
+
+thread_local! {
+    /// The WAL's length after this thread's last direct commit, as SQLite
+    /// told [`wal_hook`]; read (and reset) by [`write`].
+    static WAL_PAGES_AT_COMMIT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Called by SQLite after each commit on a direct connection, with the
+/// WAL's length in pages: noted for [`write`], so that `wal_checkpoint`
+/// learns of a WAL outgrowing its checkpoints at the commit that does,
+/// not at the next checkpoint. It replaces `wal_autocheckpoint`'s own hook
+/// (one hook per connection), so it keeps that hook's safety net: past
+/// [`WAL_SAFETY_NET_PAGES`], a PASSIVE checkpoint inside the commit.
+unsafe extern "C" fn wal_hook(
+    _: *mut std::os::raw::c_void,
+    handle: *mut rusqlite::ffi::sqlite3,
+    database: *const std::os::raw::c_char,
+    pages: std::os::raw::c_int,
+) -> std::os::raw::c_int {
+    let pages = u32::try_from(pages).unwrap_or(0);
+    // `try_with`: never a panic across the C boundary, even while the
+    // thread's locals are torn down.
+    let _ = WAL_PAGES_AT_COMMIT.try_with(|noted| noted.set(pages));
+    if pages >= WAL_SAFETY_NET_PAGES {
+        // SAFETY: SQLite's own connection and database name, on the thread
+        // committing; a checkpoint from inside this hook is what SQLite's
+        // default hook does. Its outcome is the next commit's concern.
+        unsafe { rusqlite::ffi::sqlite3_wal_checkpoint(handle, database) };
+    }
+    rusqlite::ffi::SQLITE_OK
+}
 
 /// How long a RESTART checkpoint waits for readers still inside the WAL to
 /// finish (new ones read the database file once it is complete).
@@ -283,11 +321,14 @@ fn connect(file: &PathBuf) -> StoreResult<rusqlite::Connection> {
     // (`Store::read_rows`), whose worker may wait; a busy write waits off
     // the thread and asks again (`Store::write_steps`).
     connection.busy_timeout(Duration::ZERO).map_err(classify)?;
-    // Commits here do not checkpoint; `wal_checkpoint` does, off the
-    // request path.
-    connection
-        .pragma_update(None, "wal_autocheckpoint", WAL_SAFETY_NET_PAGES)
-        .map_err(classify)?;
+    // Commits here do not checkpoint (but past the safety net); they tell
+    // `wal_checkpoint` the WAL's length. After the pragmas: setting
+    // `wal_autocheckpoint` would replace this hook.
+    // SAFETY: this open connection's handle; the hook keeps no pointer
+    // (its argument is null) and lives as long as the program.
+    unsafe {
+        rusqlite::ffi::sqlite3_wal_hook(connection.handle(), Some(wal_hook), std::ptr::null_mut());
+    }
     connection.set_prepared_statement_cache_capacity(STATEMENTS_PER_CONNECTION);
     Ok(connection)
 }
@@ -535,8 +576,11 @@ impl<'a, O> Step<'a, O> {
 
 /// How a direct write transaction went.
 pub(crate) enum Written<O> {
-    /// Committed (`None`), or rolled back with a step's answer.
-    Done(Option<O>),
+    /// Committed, leaving the WAL `wal_pages` long (0 when the commit
+    /// wrote nothing).
+    Committed { wal_pages: u32 },
+    /// Rolled back with a step's answer.
+    Answered(O),
     /// Another connection (another process) holds the write lock: nothing
     /// was done; the caller waits off this thread and asks again.
     Busy,
@@ -573,17 +617,22 @@ pub(crate) fn write<O: Copy>(
         Ok(None)
     };
     let outcome = run().and_then(|answer| match answer {
-        None => connection
-            .execute_batch("COMMIT")
-            .map(|()| None)
-            .map_err(classify),
-        Some(answer) => Ok(Some(answer)),
+        None => {
+            WAL_PAGES_AT_COMMIT.set(0);
+            connection
+                .execute_batch("COMMIT")
+                .map(|()| Written::Committed {
+                    wal_pages: WAL_PAGES_AT_COMMIT.get(),
+                })
+                .map_err(classify)
+        }
+        Some(answer) => Ok(Written::Answered(answer)),
     });
     if !connection.is_autocommit() {
         // A step's answer or an error: nothing of it stays.
         let _ = connection.execute_batch("ROLLBACK");
     }
-    outcome.map(Written::Done)
+    outcome
 }
 
 fn is_busy(err: &rusqlite::Error) -> bool {
@@ -615,6 +664,65 @@ mod tests {
             .query_row("SELECT count(*) FROM t", [], |row| row.get(0))
             .unwrap();
         assert_eq!(rows, 2);
+    }
+
+    /// A direct connection on a new WAL-mode file, with one table.
+    fn wal_file(dir: &tempfile::TempDir) -> rusqlite::Connection {
+        let file = dir.path().join("wal.db");
+        rusqlite::Connection::open(&file)
+            .unwrap()
+            .execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x BLOB);")
+            .unwrap();
+        connect(&file).unwrap()
+    }
+
+    fn insert_pages<'a>(pages: i64) -> Step<'a, ()> {
+        Step::new(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $1) \
+             INSERT INTO t SELECT zeroblob(3000) FROM n",
+            vec![Param::Int(pages)],
+        )
+    }
+
+    fn committed_wal_pages(written: Written<()>) -> u32 {
+        match written {
+            Written::Committed { wal_pages } => wal_pages,
+            _ => panic!("not committed"),
+        }
+    }
+
+    /// sqlx's connections take their safety net from the pragmas.
+    #[test]
+    fn every_connection_has_the_same_safety_net() {
+        let pragma = CONNECTION_PRAGMAS
+            .iter()
+            .find(|(name, _)| *name == "wal_autocheckpoint")
+            .map(|(_, value)| value.parse::<u32>().unwrap());
+        assert_eq!(pragma, Some(WAL_SAFETY_NET_PAGES));
+    }
+
+    /// `wal_checkpoint` decides from the WAL's length the commit reports.
+    #[test]
+    fn a_commit_reports_the_wals_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let connection = wal_file(&dir);
+        let first = committed_wal_pages(write(&connection, &[insert_pages(10)]).unwrap());
+        assert!((10..20).contains(&first), "{first}");
+        let second = committed_wal_pages(write(&connection, &[insert_pages(10)]).unwrap());
+        assert!(second >= first + 10, "{first} then {second}");
+    }
+
+    /// The hook replaced `wal_autocheckpoint`'s, and keeps its safety net: a
+    /// commit past it checkpoints, and the next commit starts the WAL over.
+    #[test]
+    fn a_commit_past_the_safety_net_still_checkpoints() {
+        let dir = tempfile::tempdir().unwrap();
+        let connection = wal_file(&dir);
+        let net = i64::from(WAL_SAFETY_NET_PAGES);
+        let past = committed_wal_pages(write(&connection, &[insert_pages(net)]).unwrap());
+        assert!(past >= WAL_SAFETY_NET_PAGES, "{past}");
+        let after = committed_wal_pages(write(&connection, &[insert_pages(1)]).unwrap());
+        assert!(after < 10, "the WAL started over: {after} pages");
     }
 
     /// No file to sync: an error, not a call through a null method.

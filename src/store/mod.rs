@@ -186,6 +186,48 @@ fn sqlite_file(pool: &SqlitePool) -> std::sync::Arc<SqliteFile> {
     files.entry(file).or_default().clone()
 }
 
+/// This process's turn to write to a SQLite file ([`Store::write_turn`]).
+/// Let go when dropped, however the write ended, and counted then as one
+/// commit toward the file's next WAL checkpoint: sqlx's writes too, whose
+/// connections no longer checkpoint on commit (a turn that wrote nothing
+/// only brings a checkpoint a hundredth sooner).
+pub(crate) struct WriteTurn {
+    gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+    pool: SqlitePool,
+    file: std::sync::Arc<SqliteFile>,
+    /// The WAL's length after the commit, when the direct path saw it.
+    wal_pages: u32,
+    /// An in-memory database has no WAL to checkpoint.
+    on_file: bool,
+}
+
+impl WriteTurn {
+    async fn take(pool: &SqlitePool) -> WriteTurn {
+        // The file's state, looked up once: its gate, then its checkpoints.
+        let file = sqlite_file(pool);
+        let gate = file.gate.clone().lock_owned().await;
+        WriteTurn {
+            gate: Some(gate),
+            pool: pool.clone(),
+            file,
+            wal_pages: 0,
+            on_file: direct::file_of(&pool.connect_options()).is_some(),
+        }
+    }
+}
+
+impl Drop for WriteTurn {
+    fn drop(&mut self) {
+        if let Some(gate) = self.gate.take()
+            && self.on_file
+        {
+            self.file
+                .checkpoints
+                .committed(&self.pool, gate, self.wal_pages);
+        }
+    }
+}
+
 impl Store {
     /// Connects (creating a SQLite file if missing) and applies migrations.
     pub async fn connect(url: &str) -> StoreResult<Self> {
@@ -333,21 +375,17 @@ impl Store {
             }
             Store::Sqlite(pool) => pool,
         };
-        // The file's state, looked up once: its gate, then its checkpoints.
-        let file = sqlite_file(pool);
-        let gate = file.gate.clone().lock_owned().await;
+        let mut turn = WriteTurn::take(pool).await;
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
             match direct::Direct::open(pool, |connection| direct::write(connection, steps)) {
                 None => break,
-                Some(Ok(direct::Written::Done(answer))) => {
-                    if answer.is_none() {
-                        // Committed (an answer rolled back).
-                        file.checkpoints.committed(pool, gate);
-                    }
-                    return Ok(answer);
+                Some(Ok(direct::Written::Committed { wal_pages })) => {
+                    turn.wal_pages = wal_pages;
+                    return Ok(None);
                 }
+                Some(Ok(direct::Written::Answered(answer))) => return Ok(Some(answer)),
                 Some(Ok(direct::Written::Busy)) if started.elapsed() < SQLITE_BUSY_TIMEOUT => {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(50));
@@ -375,9 +413,9 @@ impl Store {
     /// load that was most of a turn's p99. Queued here they are woken in
     /// order as soon as the previous one commits. Other processes (`warden
     /// admin`) still meet the busy timeout. PostgreSQL: no gate.
-    pub(crate) async fn write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+    pub(crate) async fn write_turn(&self) -> Option<WriteTurn> {
         match self {
-            Store::Sqlite(pool) => Some(sqlite_file(pool).gate.clone().lock_owned().await),
+            Store::Sqlite(pool) => Some(WriteTurn::take(pool).await),
             Store::Postgres(_) => None,
         }
     }

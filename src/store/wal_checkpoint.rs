@@ -8,15 +8,17 @@
 //! `fsync` (4.4 % of a SQLite turn's CPU samples, docs/benchmarks.md,
 //! "The WAL checkpoint off the request path").
 //!
-//! The process's own write connections (`direct`) therefore do not
+//! The process's connections (`direct`'s and sqlx's) therefore do not
 //! checkpoint on commit; only a safety net
 //! ([`super::direct::WAL_SAFETY_NET_PAGES`]) is kept,
 //! for a WAL that would otherwise grow without end. Each database file's
-//! direct commits are counted instead, and every [`COMMITS_PER_CHECKPOINT`]
+//! write turns (`Store::write_turn`, the direct path's and sqlx's) are
+//! counted instead, and every [`COMMITS_PER_CHECKPOINT`]
 //! one PASSIVE checkpoint runs on the blocking pool, holding no gate:
 //! writers go on appending while it copies, and readers are never waited
 //! for (a frame a reader still needs is left for the next one). sqlx's
-//! connections keep SQLite's default: their writes are the cold ones.
+//! connections once kept SQLite's default, and their writes (a retention
+//! purge's batches) each checkpointed under the gate with two `fsync`s.
 //!
 //! A PASSIVE checkpoint under steady writes never lets the WAL start over:
 //! SQLite rewrites the WAL from its start only when a write begins with
@@ -42,6 +44,13 @@
 //! checkpoint that makes a RESTART due syncs the file itself, off the
 //! gate, and copies the commits made meanwhile: the RESTART copies and
 //! syncs only the last few.
+//!
+//! That sync takes as long as the disk takes, and writers go on meanwhile:
+//! a burst of small commits on a slow disk took the WAL past the safety
+//! net before the RESTART was due. So each direct commit also reports the
+//! WAL's length (`direct`'s WAL hook), and the one that finds it past
+//! [`RESTART_NOW_WAL_PAGES`] hands its gate to a RESTART at once: the
+//! writers wait for the disk, asleep, rather than outrun it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -66,6 +75,16 @@ pub(crate) const COMMITS_PER_CHECKPOINT: u32 = 100;
 /// RESTART waits for the gate never reach it.
 pub(crate) const RESTART_WAL_PAGES: u32 = super::direct::WAL_SAFETY_NET_PAGES / 2;
 
+/// WAL pages past which the commit that finds them hands its gate to a
+/// RESTART at once, without the database file's sync ahead of it: three
+/// quarters of the safety net. Reached only when writers outran the
+/// checkpoints (a burst of small commits on a disk whose `fsync` of the
+/// copied pages takes a tenth of a second: the WAL grew past the net while
+/// the PASSIVE checkpoint synced); the writers then wait for the disk, as
+/// they must, asleep off the runtime's threads rather than in a commit's
+/// safety net on one of them.
+pub(crate) const RESTART_NOW_WAL_PAGES: u32 = super::direct::WAL_SAFETY_NET_PAGES / 4 * 3;
+
 /// One database file's commits since its last checkpoint.
 #[derive(Debug, Default)]
 pub(crate) struct WalCheckpoints {
@@ -88,16 +107,28 @@ fn label(outcome: &super::StoreResult<Checkpoint>) -> &'static str {
 
 impl WalCheckpoints {
     /// Counts one commit to `pool`'s file, made under `gate` (the file's
-    /// write gate, held until now). When a RESTART is due, it runs on the
-    /// blocking pool holding `gate`, so the commits queued behind this one
-    /// wait for it (asleep) and none outruns it; otherwise the gate is let
-    /// go, and when a PASSIVE checkpoint is due and none is running, one
-    /// starts, which makes a RESTART due if the WAL has grown past
-    /// [`RESTART_WAL_PAGES`].
-    pub(crate) fn committed(self: &Arc<Self>, pool: &SqlitePool, gate: OwnedMutexGuard<()>) {
-        if self.restart_due.swap(false, Ordering::AcqRel) {
+    /// write gate, held until now), which left the WAL `wal_pages` long
+    /// (0 when not known: sqlx's writes). When a RESTART is due, or the WAL
+    /// has passed [`RESTART_NOW_WAL_PAGES`], it runs on the blocking pool
+    /// holding `gate`, so the commits queued behind this one wait for it
+    /// (asleep) and none outruns it; otherwise the gate is let go, and
+    /// when a PASSIVE checkpoint is due and none is running, one starts,
+    /// which makes a RESTART due if the WAL has grown past
+    /// [`RESTART_WAL_PAGES`]. Outside a runtime (a write turn dropped as
+    /// the runtime ends) the gate is only let go.
+    pub(crate) fn committed(
+        self: &Arc<Self>,
+        pool: &SqlitePool,
+        gate: OwnedMutexGuard<()>,
+        wal_pages: u32,
+    ) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let due = self.restart_due.swap(false, Ordering::AcqRel);
+        if due || wal_pages >= RESTART_NOW_WAL_PAGES {
             let pool = pool.clone();
-            tokio::spawn(async move {
+            runtime.spawn(async move {
                 // Counted and logged by `run`; nothing waits on it.
                 let _ = run(pool, CheckpointMode::Restart, Some(gate)).await;
             });
@@ -111,7 +142,7 @@ impl WalCheckpoints {
         // Commits made while it runs count toward the next one.
         self.commits.store(0, Ordering::Relaxed);
         let (running, pool) = (Running(self.clone()), pool.clone());
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             let passive = run(pool, CheckpointMode::Passive, None).await;
             if matches!(passive, Ok(c) if c.wal_pages >= RESTART_WAL_PAGES) {
                 running.0.restart_due.store(true, Ordering::Release);
