@@ -477,14 +477,16 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Sends turns on one conversation until `stop` is set and at least
-/// `at_least` were sent; their latencies.
+/// `at_least` were sent; their latencies, and after each how many of the
+/// expired conversations were left.
 async fn turns_until(
     shop: Arc<Shop>,
     conversation: String,
     stop: Arc<AtomicBool>,
     at_least: usize,
-) -> Vec<Duration> {
+) -> (Vec<Duration>, Vec<i64>) {
     let mut latencies = Vec::new();
+    let mut left = Vec::new();
     while latencies.len() < at_least || !stop.load(Ordering::SeqCst) {
         let started = Instant::now();
         let (status, body) = shop
@@ -496,8 +498,10 @@ async fn turns_until(
             .await;
         assert_eq!(status, 200, "{body}");
         latencies.push(started.elapsed());
+        let expired = "SELECT COUNT(*) FROM conversations WHERE id LIKE 'conv_old_%'";
+        left.push(sql_count(&shop.app.store, expired).await);
     }
-    latencies
+    (latencies, left)
 }
 
 fn print_latencies(label: &str, mut latencies: Vec<Duration>) {
@@ -535,7 +539,7 @@ async fn retention_purges_exactly_what_expired_in_batches_while_turns_go_on(back
 
     // 90 days after `t1`: what was last active before `t1` has expired.
     let retention = Retention::new(policy(50), Clock::manual(t1 + 90 * DAY));
-    let baseline = turns_until(
+    let (baseline, _) = turns_until(
         shop.clone(),
         live.clone(),
         Arc::new(AtomicBool::new(true)),
@@ -548,27 +552,25 @@ async fn retention_purges_exactly_what_expired_in_batches_while_turns_go_on(back
     let report = retention.purge(&store).await.unwrap();
     let purge_time = started.elapsed();
     stop.store(true, Ordering::SeqCst);
-    let during = during.await.unwrap();
+    let (during, left) = during.await.unwrap();
     println!(
         "[{backend:?}] purge of 2000 conversations (5999 messages) in batches of 50: {purge_time:?}, {} batches",
         report.conversation_batches
     );
-    let slowest_before = *baseline.iter().max().unwrap();
-    let slowest_during = *during.iter().max().unwrap();
     let turns_during = during.len();
     print_latencies(&format!("[{backend:?}] turns before the purge"), baseline);
     print_latencies(&format!("[{backend:?}] turns during the purge"), during);
     // No turn waits for the purge as a whole: turns went on between its
-    // batches, and the slowest of them stays within twice the slowest of
-    // the same run before the purge (plus scheduling slack). A purge in one
-    // transaction holds a turn for all of `purge_time` and fails both.
+    // batches, each seeing it part-way. A purge in one transaction (or one
+    // holding the write gate across its batches) lets a turn see only all
+    // or nothing of it. How long the turns took is printed, not judged:
+    // that is the disk's.
+    let part_way: std::collections::BTreeSet<i64> =
+        left.into_iter().filter(|n| (1..1999).contains(n)).collect();
     assert!(
-        turns_during >= 3,
-        "turns kept going during the {purge_time:?} purge: {turns_during}"
-    );
-    assert!(
-        slowest_during <= slowest_before * 2 + Duration::from_millis(25),
-        "no latency spike: slowest turn {slowest_during:?} during the purge, {slowest_before:?} before"
+        turns_during >= 3 && part_way.len() >= 3,
+        "turns went on between the batches of the {purge_time:?} purge: {turns_during} turns, \
+         which saw it part-way at {part_way:?} expired conversations left"
     );
 
     assert_eq!(report.conversations.conversations, 2000, "{report:?}");
