@@ -290,21 +290,27 @@ pub(crate) fn sync_database_file(connection: &rusqlite::Connection) -> StoreResu
         .then(|| unsafe { (*file).pMethods.as_ref() })
         .flatten()
         .and_then(|methods| methods.xSync);
-    let Some(sync) = sync else {
-        return Err(StoreError::Other(DriverError::new(Unsynced(code))));
+    let outcome = match sync {
+        None => Err(Unsynced::NoFile),
+        // SAFETY: the VFS's own sync of its own open file, called as SQLite
+        // calls it, with no other call on this connection under way.
+        Some(sync) => match unsafe { sync(file, ffi::SQLITE_SYNC_NORMAL) } {
+            ffi::SQLITE_OK => Ok(()),
+            code => Err(Unsynced::Failed(code)),
+        },
     };
-    // SAFETY: the VFS's own sync of its own open file, called as SQLite
-    // calls it, with no other call on this connection under way.
-    match unsafe { sync(file, ffi::SQLITE_SYNC_NORMAL) } {
-        ffi::SQLITE_OK => Ok(()),
-        code => Err(StoreError::Other(DriverError::new(Unsynced(code)))),
-    }
+    outcome.map_err(|unsynced| StoreError::Other(DriverError::new(unsynced)))
 }
 
-/// The database file could not be synced: SQLite's result code.
+/// Why the database file could not be synced.
 #[derive(Debug, thiserror::Error)]
-#[error("the database file could not be synced (SQLite result code {0})")]
-struct Unsynced(std::os::raw::c_int);
+enum Unsynced {
+    /// The connection has no open file (an in-memory database).
+    #[error("the database has no open file to sync")]
+    NoFile,
+    #[error("the database file could not be synced (SQLite result code {0})")]
+    Failed(std::os::raw::c_int),
+}
 
 fn connect(file: &PathBuf) -> StoreResult<rusqlite::Connection> {
     use rusqlite::OpenFlags;
@@ -729,6 +735,7 @@ mod tests {
     #[test]
     fn an_in_memory_database_has_no_file_to_sync() {
         let connection = rusqlite::Connection::open_in_memory().unwrap();
-        assert!(sync_database_file(&connection).is_err());
+        let error = sync_database_file(&connection).unwrap_err();
+        assert!(format!("{error:?}").contains("NoFile"), "{error:?}");
     }
 }
