@@ -311,6 +311,40 @@ async fn a_sqlite_wal_starts_over_before_its_safety_net_while_readers_stay() {
     );
 }
 
+/// sqlx's connections leave the WAL checkpoint to `wal_checkpoint` too:
+/// with SQLite's default, each of their commits past 1,000 pages
+/// checkpointed inside itself, under the write gate, with two `fsync`s (a
+/// retention purge's every batch, while the turns queued behind it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlx_commits_do_not_checkpoint_before_the_safety_net() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = db.store().await;
+    let warden::store::Store::Sqlite(pool) = &store else {
+        unreachable!("a SQLite store")
+    };
+    sqlx::query("CREATE TABLE filler (x BLOB)")
+        .execute(pool)
+        .await
+        .unwrap();
+    // ~1,500 pages in 15 commits of the store's own sqlx connections.
+    for _ in 0..15 {
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) \
+             INSERT INTO filler SELECT zeroblob(3000) FROM n",
+        )
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    // A checkpoint at 1,000 pages would have let the next commit start
+    // the WAL over: it would hold the last ~500 only.
+    let (_, wal_pages, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert!(wal_pages >= 1_500, "the WAL held {wal_pages} pages");
+}
+
 /// An in-memory SQLite database is one connection's own: its reads cannot
 /// run on another connection, and go through the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
