@@ -656,6 +656,36 @@ async fn an_unparseable_metrics_address_is_a_clear_error_at_start() {
     );
 }
 
+/// Writes through sqlx count toward the background checkpoint as the
+/// turns' do (`Store::write_turn`'s guard): their connections no longer
+/// checkpoint on commit, so uncounted, a server taking only such writes
+/// would let its WAL grow to the safety net.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_checkpoints_a_wal_written_only_through_sqlx() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let key = cli_account_with_key(&db, "wal").await;
+    let server = ServerProcess::start(&db, &[("WARDEN_METRICS_LISTEN", "127.0.0.1:0")]).await;
+    let metrics = metrics_address(&server);
+    let api = server.api(&key);
+    // 150 settings writes, each a sqlx write turn; no turn at all.
+    for write in 0..150 {
+        let mode = if write % 2 == 0 { "text" } else { "metadata" };
+        let (status, answer) = api
+            .put_settings(&json!({"diagnostic_message_mode": mode}))
+            .await;
+        assert!(status == 200 || status == 201, "{status} {answer}");
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let ran = loop {
+        let (count, _) = scraped(&metrics, "warden_db_wal_checkpoints_total").await;
+        if count >= 1.0 || tokio::time::Instant::now() > deadline {
+            break count;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(ran >= 1.0, "a checkpoint ran for 150 sqlx writes: {ran}");
+}
+
 /// SQLite's WAL is checkpointed off the request path
 /// (`store::wal_checkpoint`): the turns' commits do not checkpoint; every
 /// 100 of them one passive checkpoint runs in the background, counted in
