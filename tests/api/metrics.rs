@@ -675,15 +675,22 @@ async fn sqlite_checkpoints_a_wal_written_only_through_sqlx() {
             .await;
         assert!(status == 200 || status == 201, "{status} {answer}");
     }
+    let (ran, _) = checkpoints_once_at_least(&metrics, 1.0).await;
+    assert!(ran >= 1.0, "a checkpoint ran for 150 sqlx writes: {ran}");
+}
+
+/// `warden_db_wal_checkpoints_total` (the sum, and its lines) once it has
+/// reached `count`, or as it is after 10 s: checkpoints run in the
+/// background, after the commits that brought them.
+async fn checkpoints_once_at_least(metrics: &str, count: f64) -> (f64, Vec<String>) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let ran = loop {
-        let (count, _) = scraped(&metrics, "warden_db_wal_checkpoints_total").await;
-        if count >= 1.0 || tokio::time::Instant::now() > deadline {
-            break count;
+    loop {
+        let (sum, lines) = scraped(metrics, "warden_db_wal_checkpoints_total").await;
+        if sum >= count || tokio::time::Instant::now() > deadline {
+            return (sum, lines);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert!(ran >= 1.0, "a checkpoint ran for 150 sqlx writes: {ran}");
+    }
 }
 
 /// SQLite's WAL is checkpointed off the request path
@@ -719,14 +726,7 @@ async fn sqlite_checkpoints_its_wal_off_the_request_path() {
     }
 
     // Two checkpoints are due; each runs in the background.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let lines = loop {
-        let (count, lines) = scraped(&metrics, "warden_db_wal_checkpoints_total").await;
-        if count >= 2.0 || tokio::time::Instant::now() > deadline {
-            break lines;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (_, lines) = checkpoints_once_at_least(&metrics, 2.0).await;
     let by_outcome = |outcome: &str| -> f64 {
         lines
             .iter()
