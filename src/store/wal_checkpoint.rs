@@ -179,14 +179,10 @@ async fn run(
 ) -> super::StoreResult<Checkpoint> {
     let outcome = tokio::task::spawn_blocking(move || {
         let _gate = gate;
-        // Each checkpoint marked as copying while it runs.
-        let copy = |connection: &rusqlite::Connection, mode| {
-            let _copying = Copying::start(&checkpoints);
-            checkpoint(connection, mode)
-        };
         // `None`: the file could not be opened directly (logged there).
         Direct::open(&pool, |connection| {
-            let mut done = copy(connection, mode)?;
+            // Each checkpoint marked as copying while it runs.
+            let mut done = Copying::during(&checkpoints, || checkpoint(connection, mode))?;
             // A RESTART will be due: write the pages this and the PASSIVE
             // checkpoints before it copied now, off the gate, then copy
             // the commits made meanwhile, so that the RESTART under the
@@ -195,7 +191,7 @@ async fn run(
             if mode == CheckpointMode::Passive && done.wal_pages >= RESTART_WAL_PAGES {
                 for _ in 0..SYNCS_BEFORE_RESTART {
                     sync_database_file(connection)?;
-                    done = copy(connection, mode)?;
+                    done = Copying::during(&checkpoints, || checkpoint(connection, mode))?;
                 }
             }
             Ok(done)
@@ -230,6 +226,12 @@ impl<'a> Copying<'a> {
     fn start(checkpoints: &'a WalCheckpoints) -> Self {
         checkpoints.copying.store(true, Ordering::Release);
         Copying(checkpoints)
+    }
+
+    /// `copy` (a checkpoint), marked as copying while it runs.
+    fn during<T>(checkpoints: &'a WalCheckpoints, copy: impl FnOnce() -> T) -> T {
+        let _copying = Copying::start(checkpoints);
+        copy()
     }
 }
 
