@@ -168,22 +168,32 @@ async fn postgres_connection_is_live(
 /// process on the same file shares it): the write gate
 /// ([`Store::write_turn`]) and the count of commits towards the next WAL
 /// checkpoint (`wal_checkpoint`).
-#[derive(Default)]
 struct SqliteFile {
     gate: std::sync::Arc<tokio::sync::Mutex<()>>,
     checkpoints: std::sync::Arc<wal_checkpoint::WalCheckpoints>,
+    /// A file, not a database in memory: it has a WAL to checkpoint.
+    on_file: bool,
 }
 
 fn sqlite_file(pool: &SqlitePool) -> std::sync::Arc<SqliteFile> {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
     static FILES: OnceLock<Mutex<HashMap<PathBuf, Arc<SqliteFile>>>> = OnceLock::new();
-    let file = pool.connect_options().get_filename().to_path_buf();
+    let options = pool.connect_options();
     let mut files = FILES
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    files.entry(file).or_default().clone()
+    files
+        .entry(options.get_filename().to_path_buf())
+        .or_insert_with(|| {
+            Arc::new(SqliteFile {
+                gate: Default::default(),
+                checkpoints: Default::default(),
+                on_file: direct::file_of(&options).is_some(),
+            })
+        })
+        .clone()
 }
 
 /// This process's turn to write to a SQLite file ([`Store::write_turn`]).
@@ -197,8 +207,6 @@ pub(crate) struct WriteTurn {
     file: std::sync::Arc<SqliteFile>,
     /// The WAL's length after the commit, when the direct path saw it.
     wal_pages: u32,
-    /// An in-memory database has no WAL to checkpoint.
-    on_file: bool,
 }
 
 impl WriteTurn {
@@ -211,7 +219,6 @@ impl WriteTurn {
             pool: pool.clone(),
             file,
             wal_pages: 0,
-            on_file: direct::file_of(&pool.connect_options()).is_some(),
         }
     }
 }
@@ -219,7 +226,7 @@ impl WriteTurn {
 impl Drop for WriteTurn {
     fn drop(&mut self) {
         if let Some(gate) = self.gate.take()
-            && self.on_file
+            && self.file.on_file
         {
             self.file
                 .checkpoints
