@@ -489,6 +489,134 @@ async fn an_idle_postgresql_connection_the_server_dropped_is_replaced() {
     }
 }
 
+/// A lane connection (`store/pg_lane.rs`) whose socket closes under a read
+/// that waits (here for a table another session locked; closed by a proxy
+/// between Warden and the server, with no word from the server) ends the
+/// read with an error instead of leaving it waiting for an answer that
+/// cannot come; the next read opens another connection. A connection the
+/// server ended while it was idle is noticed before use, without waiting
+/// for the ping that a long idle time brings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgresql_connection_closed_under_a_waiting_read_ends_the_read() {
+    use sqlx::Connection;
+    use std::time::Duration;
+    let db = TestDb::new(Backend::Postgres).await;
+    let proxy = CuttingProxy::start(&db.url).await;
+    let store = warden::store::Store::connect(&proxy.url).await.unwrap();
+    let account = store.create_account("acme").await.unwrap();
+    store.turn_basis(&account).await.unwrap();
+
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut admin).await.unwrap();
+    sqlx::query("LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let store = store.clone();
+        async move { store.turn_basis(&account).await }
+    });
+    // The read waits for the lock (seen by the server), then its socket goes.
+    let mut observer = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&mut observer)
+        .await
+        .unwrap();
+    let mut blocked = 0_i64;
+    for _ in 0..200 {
+        blocked = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
+        )
+        .bind(&name)
+        .fetch_one(&mut observer)
+        .await
+        .unwrap();
+        if blocked > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(blocked, 1, "the lane's read waits for the lock");
+    proxy.cut();
+    let ended = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("the read ends once its connection is gone, without its answer")
+        .unwrap();
+    assert!(
+        matches!(ended, Err(StoreError::Unavailable(_))),
+        "a read whose connection closed: {ended:?}"
+    );
+    sqlx::query("ROLLBACK").execute(&mut admin).await.unwrap();
+    store.turn_basis(&account).await.unwrap();
+
+    // The server ends the lane's connection while it is idle: the next read,
+    // well within the time a connection is trusted without a ping, opens
+    // another one instead of failing on the closed one.
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(&name)
+    .fetch_all(&mut observer)
+    .await
+    .unwrap();
+    assert!(!ended.is_empty());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let read = store.turn_basis(&account).await;
+    assert!(
+        read.is_ok(),
+        "a lane read after the server ended its idle connection: {read:?}"
+    );
+}
+
+/// A TCP proxy on loopback in front of the test's PostgreSQL server, whose
+/// `cut` closes every connection through it at once (later ones pass).
+struct CuttingProxy {
+    url: String,
+    cuts: tokio::sync::watch::Sender<u64>,
+}
+
+impl CuttingProxy {
+    async fn start(url: &str) -> Self {
+        let (before, rest) = url.split_once("://").expect("a URL");
+        let (login, rest) = rest.rsplit_once('@').map_or(("", rest), |(l, r)| (l, r));
+        let (upstream, database) = rest.split_once('/').expect("a database in the URL");
+        let upstream = upstream.to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = listener.local_addr().unwrap();
+        let login = if login.is_empty() {
+            String::new()
+        } else {
+            format!("{login}@")
+        };
+        let (cuts, watch) = tokio::sync::watch::channel(0_u64);
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                let mut watch = watch.clone();
+                let generation = *watch.borrow_and_update();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = watch.wait_for(|now| *now != generation) => {}
+                    }
+                });
+            }
+        });
+        CuttingProxy {
+            url: format!("{before}://{login}{at}/{database}"),
+            cuts,
+        }
+    }
+
+    fn cut(&self) {
+        self.cuts.send_modify(|generation| *generation += 1);
+    }
+}
+
 /// PostgreSQL's hot reads and writes run on connections of their own
 /// (`store/pg_lane.rs`), handed back without sqlx's release ping. One whose
 /// work failed or was cut off inside its transaction is closed, never handed
