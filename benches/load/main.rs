@@ -31,6 +31,9 @@
 //! - `WARDEN_BENCH_ONLY=turn_1,relay`: only these scenarios;
 //! - `WARDEN_BENCH_CONNECTIONS=8,128`: these closed-loop levels (8 sizes
 //!   `past_capacity`);
+//! - `WARDEN_BENCH_RATES=500,2000`: these open-loop arrival rates (empty:
+//!   none; an A/B of the closed loop alone, with no overload's aftermath
+//!   in the database between runs);
 //! - `WARDEN_BENCH_POSTGRES_URL` (default the test suite's server);
 //! - `WARDEN_BENCH_WARDEN_EXE=/path/to/warden`: load that build of Warden
 //!   instead of this one (an A/B comparison with another commit);
@@ -130,10 +133,14 @@ impl Config {
                 None => vec![1, 8, 32, 128],
             },
             few_connections: vec![1, 8],
-            rates: if quick {
-                vec![500, 2000]
-            } else {
-                vec![250, 500, 1000, 2000, 4000]
+            rates: match list("WARDEN_BENCH_RATES") {
+                Some(rates) => rates
+                    .iter()
+                    .filter(|r| !r.is_empty())
+                    .map(|r| r.parse().expect("WARDEN_BENCH_RATES: numbers"))
+                    .collect(),
+                None if quick => vec![500, 2000],
+                None => vec![250, 500, 1000, 2000, 4000],
             },
             backends: list("WARDEN_BENCH_BACKENDS")
                 .unwrap_or_else(|| vec!["sqlite".into(), "postgres".into()]),
