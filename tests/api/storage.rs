@@ -457,19 +457,7 @@ async fn an_idle_postgresql_connection_the_server_dropped_is_replaced() {
         .unwrap();
     // Another session ends every backend of the pool's database.
     let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    let name: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(&mut admin)
-        .await
-        .unwrap();
-    let ended: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE datname = $1 AND pid <> pg_backend_pid()",
-    )
-    .bind(&name)
-    .fetch_all(&mut admin)
-    .await
-    .unwrap();
-    assert!(!ended.is_empty() && !pids.is_empty());
+    assert!(end_every_other_session(&mut admin).await > 0 && !pids.is_empty());
     // Idle past the trusted moment: the next acquire pings, finds the
     // connection gone and opens another; every read succeeds.
     tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
@@ -552,21 +540,26 @@ async fn a_postgresql_connection_closed_under_a_waiting_read_ends_the_read() {
     // The server ends the lane's connection while it is idle: the next read,
     // well within the time a connection is trusted without a ping, opens
     // another one instead of failing on the closed one.
-    let ended: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE datname = $1 AND pid <> pg_backend_pid()",
-    )
-    .bind(&name)
-    .fetch_all(&mut observer)
-    .await
-    .unwrap();
-    assert!(!ended.is_empty());
+    assert!(end_every_other_session(&mut observer).await > 0);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let read = store.turn_basis(&account).await;
     assert!(
         read.is_ok(),
         "a lane read after the server ended its idle connection: {read:?}"
     );
+}
+
+/// Ends every other session on `connection`'s database (as an operator's
+/// `pg_terminate_backend` would): how many it ended.
+async fn end_every_other_session(connection: &mut sqlx::PgConnection) -> usize {
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .fetch_all(connection)
+    .await
+    .unwrap();
+    ended.len()
 }
 
 /// A TCP proxy on loopback in front of the test's PostgreSQL server, whose
