@@ -124,21 +124,14 @@ impl Config {
             quick,
             run: Duration::from_secs(if quick { 3 } else { 10 }),
             warmup: Duration::from_secs(if quick { 1 } else { 3 }),
-            connections: match list("WARDEN_BENCH_CONNECTIONS") {
-                Some(levels) => levels
-                    .iter()
-                    .map(|l| l.parse().expect("WARDEN_BENCH_CONNECTIONS: numbers"))
-                    .collect(),
+            connections: match numbers("WARDEN_BENCH_CONNECTIONS") {
+                Some(levels) => levels,
                 None if quick => vec![1, 8],
                 None => vec![1, 8, 32, 128],
             },
             few_connections: vec![1, 8],
-            rates: match list("WARDEN_BENCH_RATES") {
-                Some(rates) => rates
-                    .iter()
-                    .filter(|r| !r.is_empty())
-                    .map(|r| r.parse().expect("WARDEN_BENCH_RATES: numbers"))
-                    .collect(),
+            rates: match numbers("WARDEN_BENCH_RATES") {
+                Some(rates) => rates,
                 None if quick => vec![500, 2000],
                 None => vec![250, 500, 1000, 2000, 4000],
             },
@@ -181,6 +174,23 @@ impl Config {
             .as_ref()
             .is_none_or(|only| only.iter().any(|o| o == scenario))
     }
+}
+
+/// A comma-separated list of numbers from the environment (empty items
+/// skipped, so an empty value is an empty list); `None` when unset.
+fn numbers<T: std::str::FromStr>(name: &str) -> Option<Vec<T>> {
+    let value = std::env::var(name).ok()?;
+    Some(
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(|item| {
+                item.parse()
+                    .unwrap_or_else(|_| panic!("{name}: numbers, not {item:?}"))
+            })
+            .collect(),
+    )
 }
 
 fn main() {

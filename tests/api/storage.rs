@@ -506,16 +506,12 @@ async fn a_postgresql_connection_closed_under_a_waiting_read_ends_the_read() {
     });
     // The read waits for the lock (seen by the server), then its socket goes.
     let mut observer = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    let name: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
     let mut blocked = 0_i64;
     for _ in 0..200 {
         blocked = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
         )
-        .bind(&name)
         .fetch_one(&mut observer)
         .await
         .unwrap();
