@@ -118,6 +118,8 @@ pub async fn send_message(
         )),
         Err(TurnError::Inference(err)) => Err(ApiError::InferenceUnavailable(err.into())),
         Err(TurnError::Store(err)) => Err(err.into()),
+        // Only a platform turn carries a lease; never this channel's.
+        Err(err @ TurnError::LeaseLost) => Err(ApiError::Internal(err.into())),
     }
 }
 

@@ -26,10 +26,10 @@ use zeroize::Zeroizing;
 
 use super::access_token;
 use super::send_api::{SendApi, SendError};
-use crate::agent::{Engine, TurnChannel, TurnError};
+use crate::agent::{Engine, TurnError};
 use crate::crypto::master_key::Keyring;
 use crate::store::Store;
-use crate::store::platform::{ClaimedInbound, InboundState};
+use crate::store::platform::{ClaimedInbound, InboundState, LeasedReply};
 use warden_channel::inbound::InboundMessage;
 
 /// How the worker retries and how long a claim lasts.
@@ -222,7 +222,7 @@ impl Worker {
         Ok(())
     }
 
-    /// Runs the turn and records its reply. `None`: the lease was lost.
+    /// Runs the turn, which records its reply. `None`: the lease was lost.
     async fn turn(&self, owner: &str, message: &ClaimedInbound) -> Result<Option<String>, Failure> {
         let retry = |e: &dyn std::fmt::Display| Failure::Retry(e.to_string());
         let account = message.account();
@@ -238,12 +238,11 @@ impl Worker {
             metadata: Map::new(),
             image: None,
         };
-        let response = match self
-            .engine
-            .turn(TurnChannel::Platform, &account, &inbound)
-            .await
-        {
+        let leased = LeasedReply { message, owner };
+        let response = match self.engine.platform_turn(&account, &inbound, leased).await {
             Ok(response) => response,
+            // Another worker has the message now; nothing of this turn was kept.
+            Err(TurnError::LeaseLost) => return Ok(None),
             Err(TurnError::ConversationNotFound) => {
                 // Deleted meanwhile: the next attempt starts a new one.
                 self.store
@@ -255,18 +254,13 @@ impl Worker {
             Err(err) => return Err(retry(&err)),
         };
         // Only the message text goes to the platform: an interaction's
-        // opaque refs stay out of it (its preview text is the body).
+        // opaque refs stay out of it (its preview text is the body). The
+        // turn's commit recorded it with the message's lease still ours.
         let reply = response.message.body;
-        let conversation = response.conversation_id.as_str();
-        if reply.is_empty() || conversation.is_empty() {
+        if reply.is_empty() {
             return Err(Failure::Dead("the turn gave no reply".into()));
         }
-        let recorded = self
-            .store
-            .record_platform_reply(message, owner, &reply, conversation)
-            .await
-            .map_err(|e| retry(&e))?;
-        Ok(recorded.then_some(reply))
+        Ok(Some(reply))
     }
 
     /// Doubling from the base delay, capped, with up to 20 % jitter.

@@ -174,6 +174,8 @@ pub struct TurnRecord<'a> {
     /// When the turn began (Unix ms): an erasure of this user after it
     /// keeps the turn from starting a conversation ([`super::data_requests`]).
     pub started_at: i64,
+    /// A platform turn's reply, recorded with it under the message's lease.
+    pub platform_reply: Option<super::platform::LeasedReply<'a>>,
 }
 
 /// What became of a turn's write.
@@ -186,6 +188,9 @@ pub enum CommitOutcome {
     /// The user was erased after the turn began: the conversation it would
     /// start is not written back.
     UserErased,
+    /// The platform message the turn answers is no longer its worker's
+    /// (another took the lease over): nothing was written.
+    LeaseLost,
 }
 
 /// The outcome of closing an interaction with a host's terminal report.
@@ -321,7 +326,7 @@ impl Store {
         let conversation = Param::Text(turn.conversation_id);
         let language = Param::MaybeText(turn.decided_language.map(Language::as_str));
         let called = Param::MaybeText(turn.called_capability);
-        let mut steps: Vec<Step<'_, CommitOutcome>> = Vec::with_capacity(8);
+        let mut steps: Vec<Step<'_, CommitOutcome>> = Vec::with_capacity(10);
         match &turn.new_conversation {
             Some(new) => {
                 if let (Some(user), Store::Postgres(_)) = (new.user_id, self) {
@@ -444,6 +449,17 @@ impl Store {
                 super::gap_events::INSERT_GAP_EVENT,
                 super::gap_events::gap_event_params(account, event),
             ));
+        }
+        if let Some(reply) = turn.platform_reply {
+            reply.push_steps(
+                &mut steps,
+                turn.assistant_message.body,
+                turn.new_conversation
+                    .is_some()
+                    .then_some(turn.conversation_id),
+                now,
+                CommitOutcome::LeaseLost,
+            );
         }
         Ok(self
             .write_steps(&steps)

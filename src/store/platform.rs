@@ -3,7 +3,7 @@
 //! each platform user has with each number.
 //!
 //! The queue's life of a message: `queued` (accepted, no reply yet) →
-//! `answered` (the turn ran; its reply is recorded before the send) →
+//! `answered` (the turn ran; its commit recorded the reply, before the send) →
 //! `replied` (the platform acknowledged the send) or `dead` (attempts used
 //! up). A worker's claim is a lease (`lease_owner`, `lease_until`) taken in
 //! one statement; a lapsed lease (a crashed server) is taken over. A
@@ -19,6 +19,7 @@
 //! at most a configured count of unfinished messages; the insert checks it.
 
 use super::credentials::ResealCounts;
+use super::direct::{Param, Step};
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
@@ -104,6 +105,66 @@ pub struct ClaimedInbound {
 impl ClaimedInbound {
     pub fn account(&self) -> AccountId {
         AccountId::from_stored(self.account_id)
+    }
+}
+
+/// A platform turn's reply, recorded in the turn's own transaction while
+/// the worker still holds the message's lease: the turn, the reply and the
+/// user's conversation (if new) are written together or not at all, so a
+/// message whose lease another worker took over leaves no second turn in
+/// the user's conversation, and the drain waits for one commit less.
+#[derive(Clone, Copy)]
+pub struct LeasedReply<'a> {
+    pub message: &'a ClaimedInbound,
+    /// The worker holding the lease.
+    pub owner: &'a str,
+}
+
+/// A claimed message was no longer this worker's (another took the lease
+/// over): nothing was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseLost;
+
+impl<'a> LeasedReply<'a> {
+    /// Adds to a turn's steps what records `reply`: the message answered,
+    /// or `lost` when its lease is no longer ours, and the user's
+    /// conversation with the number when the turn starts it. A continued
+    /// conversation's row is left alone: it is where the turn found the
+    /// conversation, and an insert meeting it would wait for an erasure
+    /// deleting it while this transaction holds the conversation's row
+    /// that the erasure deletes next.
+    pub(super) fn push_steps<O>(
+        self,
+        steps: &mut Vec<Step<'a, O>>,
+        reply: &'a str,
+        started_conversation: Option<&'a str>,
+        now: i64,
+        lost: O,
+    ) {
+        steps.push(Step {
+            sql: "UPDATE platform_inbound SET state = $3, reply = $4, body = NULL, updated_at = $5 \
+                  WHERE seq = $1 AND lease_owner = $2 AND state = $6",
+            params: vec![
+                Param::Int(self.message.seq),
+                Param::Text(self.owner),
+                Param::Text(InboundState::Answered.as_str()),
+                Param::Text(reply),
+                Param::Int(now),
+                Param::Text(InboundState::Queued.as_str()),
+            ],
+            unless_one_row: Some(lost),
+        });
+        if let Some(conversation_id) = started_conversation {
+            steps.push(Step::new(
+                "INSERT INTO platform_conversations (phone_number_id, user_pseudonym, conversation_id) \
+                 VALUES ($1, $2, $3) ON CONFLICT (phone_number_id, user_pseudonym) DO NOTHING",
+                vec![
+                    Param::Text(&self.message.phone_number_id),
+                    Param::Text(&self.message.user_pseudonym),
+                    Param::Text(conversation_id),
+                ],
+            ));
+        }
     }
 }
 
@@ -334,51 +395,6 @@ impl Store {
         })?)
     }
 
-    /// Records the turn's reply (and the user's conversation, if new) while
-    /// the lease is still ours. False: the lease was lost, drop the reply.
-    pub async fn record_platform_reply(
-        &self,
-        message: &ClaimedInbound,
-        owner: &str,
-        reply: &str,
-        conversation_id: &str,
-    ) -> StoreResult<bool> {
-        let _gate = self.write_turn().await;
-        let begin = self.write_transaction_statement();
-        let now = now_millis();
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_with(begin).await?;
-            let affected = sqlx::query(
-                "UPDATE platform_inbound SET state = $3, reply = $4, body = NULL, updated_at = $5 \
-                 WHERE seq = $1 AND lease_owner = $2 AND state = $6",
-            )
-            .bind(message.seq)
-            .bind(owner)
-            .bind(InboundState::Answered)
-            .bind(reply)
-            .bind(now)
-            .bind(InboundState::Queued)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if affected != 1 {
-                tx.rollback().await?;
-                return Ok(false);
-            }
-            sqlx::query(
-                "INSERT INTO platform_conversations (phone_number_id, user_pseudonym, conversation_id) \
-                 VALUES ($1, $2, $3) ON CONFLICT (phone_number_id, user_pseudonym) DO NOTHING",
-            )
-            .bind(&message.phone_number_id)
-            .bind(&message.user_pseudonym)
-            .bind(conversation_id)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(true)
-        })
-    }
-
     /// The send was acknowledged: the message is done and the sender's id
     /// is erased. False when the lease was lost meanwhile.
     pub async fn mark_platform_replied(&self, seq: i64, owner: &str) -> StoreResult<bool> {
@@ -404,23 +420,21 @@ impl Store {
         state: InboundState,
         error: Option<&str>,
     ) -> StoreResult<bool> {
-        let _gate = self.write_turn().await;
-        let affected = on_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE platform_inbound SET state = $3, recipient = NULL, body = NULL, reply = NULL, \
-                 lease_owner = NULL, lease_until = NULL, last_error = $4, updated_at = $5 \
-                 WHERE seq = $1 AND lease_owner = $2",
-            )
-            .bind(seq)
-            .bind(owner)
-            .bind(state)
-            .bind(error)
-            .bind(now_millis())
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(affected == 1)
+        let mut steps = self.bookkeeping_steps();
+        steps.push(Step {
+            sql: "UPDATE platform_inbound SET state = $3, recipient = NULL, body = NULL, reply = NULL, \
+                  lease_owner = NULL, lease_until = NULL, last_error = $4, updated_at = $5 \
+                  WHERE seq = $1 AND lease_owner = $2",
+            params: vec![
+                Param::Int(seq),
+                Param::Text(owner),
+                Param::Text(state.as_str()),
+                Param::MaybeText(error),
+                Param::Int(now_millis()),
+            ],
+            unless_one_row: Some(LeaseLost),
+        });
+        Ok(self.write_steps(&steps).await?.is_none())
     }
 
     /// Releases the lease for a later attempt, not before `next_attempt_at`.
@@ -431,22 +445,42 @@ impl Store {
         next_attempt_at: i64,
         error: &str,
     ) -> StoreResult<()> {
-        let _gate = self.write_turn().await;
-        on_pool!(self, pool => {
-            sqlx::query(
-                "UPDATE platform_inbound SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $3, \
-                 last_error = $4, updated_at = $5 WHERE seq = $1 AND lease_owner = $2",
-            )
-            .bind(seq)
-            .bind(owner)
-            .bind(next_attempt_at)
-            .bind(error)
-            .bind(now_millis())
-            .execute(pool)
-            .await
-            .map(|_| ())
-        })?;
+        let mut steps = self.bookkeeping_steps();
+        steps.push(Step::new(
+            "UPDATE platform_inbound SET lease_owner = NULL, lease_until = NULL, next_attempt_at = $3, \
+             last_error = $4, updated_at = $5 WHERE seq = $1 AND lease_owner = $2",
+            vec![
+                Param::Int(seq),
+                Param::Text(owner),
+                Param::Int(next_attempt_at),
+                Param::Text(error),
+                Param::Int(now_millis()),
+            ],
+        ));
+        self.write_steps(&steps).await?;
         Ok(())
+    }
+
+    /// The first steps of a transaction that only moves a claimed message
+    /// on after its turn (replied, dead, released for a retry). On
+    /// PostgreSQL it commits without waiting for the WAL to reach the disk
+    /// (`synchronous_commit` off for this transaction alone; the WAL writer
+    /// syncs it within a fraction of a second): a crash that loses it
+    /// leaves the message as its turn's commit left it, answered with its
+    /// reply recorded, and the next claim sends that reply again under the
+    /// same idempotency key, which the platform drops as a duplicate, or
+    /// retries or dead-letters it again. Half the drain's waits for the
+    /// disk were these. The claim and the turn's commit still wait: a lost
+    /// claim would lose its attempt's count, which is what stops a message
+    /// that crashes the server from being claimed for ever. SQLite in WAL
+    /// mode with `synchronous=NORMAL` already syncs no commit.
+    fn bookkeeping_steps<'a>(&self) -> Vec<Step<'a, LeaseLost>> {
+        match self {
+            Store::Postgres(_) => {
+                vec![Step::new("SET LOCAL synchronous_commit TO OFF", Vec::new())]
+            }
+            Store::Sqlite(_) => Vec::new(),
+        }
     }
 
     /// The conversation a platform user has with a number, if any.

@@ -6,7 +6,6 @@ use crate::helpers::endpoint::*;
 use crate::helpers::fixtures::*;
 use crate::helpers::shop::*;
 use crate::helpers::*;
-use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -215,44 +214,12 @@ async fn erasing_a_platform_sender_reaches_their_conversation_and_queue_rows(bac
     api.wait_for(4, 30).await;
 }
 
-/// A host endpoint that answers the order status only when the test lets
-/// it, and says when a call arrived: a turn held in flight.
-struct HeldEndpoint {
-    endpoint: FakeEndpoint,
-    arrived: tokio::sync::mpsc::UnboundedReceiver<()>,
-    release: Arc<tokio::sync::Semaphore>,
-}
-
-async fn held_endpoint() -> HeldEndpoint {
-    let (tx, arrived) = tokio::sync::mpsc::unbounded_channel();
-    let release = Arc::new(tokio::sync::Semaphore::new(0));
-    let gate = release.clone();
-    let endpoint = FakeEndpoint::start(move |_request: Received| {
-        let tx = tx.clone();
-        let gate = gate.clone();
-        async move {
-            let _ = tx.send(());
-            gate.acquire().await.unwrap().forget();
-            json_response(
-                StatusCode::OK,
-                &json!({"status": "enviado", "carrier": "Correos", "customer_name": "Ana Pérez"}),
-            )
-        }
-    })
-    .await;
-    HeldEndpoint {
-        endpoint,
-        arrived,
-        release,
-    }
-}
-
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_in_flight_when_its_user_is_erased_writes_nothing_back(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = account_ready(&app, "shop").await;
-    let mut held = held_endpoint().await;
+    let mut held = HeldEndpoint::start().await;
     let (status, body) = app
         .create_capability(&key, order_status(&held.endpoint.base))
         .await;

@@ -960,3 +960,92 @@ async fn a_send_that_cannot_be_built_is_dead_at_the_first_attempt(backend: Backe
     let error = errors[0].as_deref().unwrap();
     assert!(!error.contains("EAAG"), "{error}");
 }
+
+/// A worker whose lease another worker took over while its turn ran (the
+/// lease had lapsed, as behind a slow host endpoint) keeps nothing of that
+/// turn: the turn and its reply's record are one transaction under the
+/// lease, so the user's conversation never holds a turn that the message's
+/// new owner answers again, and nothing is sent.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_lease_was_taken_over_keeps_nothing(backend: Backend) {
+    use crate::helpers::endpoint::HeldEndpoint;
+    use crate::helpers::fixtures::account_ready;
+    use crate::helpers::shop::order_status;
+    let api = FakeSendApi::start().await;
+    let platform = PlatformArgs {
+        platform_workers: 1,
+        ..platform_args(&api.base_url())
+    };
+    let app = TestApp::spawn_with_platform(TestDb::new(backend).await, platform).await;
+    let key = account_ready(&app, "shop").await;
+    let mut held = HeldEndpoint::start().await;
+    let (status, body) = app
+        .create_capability(&key, order_status(&held.endpoint.base))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    register(&app, "shop", NUMBER, None).await;
+
+    let asked = "¿Dónde está mi pedido A-1001? zqleaselost";
+    let payload = delivery(NUMBER, vec![text("34600000009", "wamid.L1", asked)], vec![]);
+    assert_eq!(post_signed(&app, &payload).await.0, 200);
+    held.arrived.recv().await.unwrap();
+    // The turn is at the host endpoint; the lease passes to another worker.
+    let taken = execute(
+        &app,
+        "UPDATE platform_inbound SET lease_owner = 'wrk_another' WHERE platform_message_id = 'wamid.L1'",
+    )
+    .await;
+    assert_eq!(taken, 1);
+    held.release.add_permits(1);
+
+    // The one worker answers the next message only once that turn is over.
+    let payload = delivery(
+        NUMBER,
+        vec![text("34600000010", "wamid.L2", "hola")],
+        vec![],
+    );
+    assert_eq!(post_signed(&app, &payload).await.0, 200);
+    let delivered = api.wait_for(1, 30).await;
+    assert_eq!(delivered[0].idempotency_key, "wamid.L2");
+
+    let conversations = strings(&app, "SELECT id FROM conversations").await;
+    assert_eq!(conversations.len(), 1, "only the second user's");
+    let asked_in_conversations = strings(
+        &app,
+        "SELECT body FROM conversation_messages WHERE body LIKE '%zqleaselost%'",
+    )
+    .await;
+    assert!(
+        asked_in_conversations.is_empty(),
+        "{asked_in_conversations:?}"
+    );
+    let mapped = strings(&app, "SELECT user_pseudonym FROM platform_conversations").await;
+    assert_eq!(mapped.len(), 1);
+    let left = strings(
+        &app,
+        "SELECT state || ' ' || lease_owner || ' ' || COALESCE(reply, '-') FROM platform_inbound \
+         WHERE platform_message_id = 'wamid.L1'",
+    )
+    .await;
+    assert_eq!(left, vec![Some("queued wrk_another -".to_owned())]);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(api.delivered().len(), 1, "nothing sent for the lost turn");
+}
+
+/// Runs one statement; the rows it touched.
+async fn execute(app: &TestApp, sql: &str) -> u64 {
+    use warden::store::Store;
+    match &app.store {
+        Store::Sqlite(pool) => sqlx::query(sql)
+            .execute(pool)
+            .await
+            .unwrap()
+            .rows_affected(),
+        Store::Postgres(pool) => sqlx::query(sql)
+            .execute(pool.pool())
+            .await
+            .unwrap()
+            .rows_affected(),
+    }
+}

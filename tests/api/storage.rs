@@ -672,6 +672,7 @@ async fn a_postgresql_write_cut_off_inside_its_transaction_leaves_nothing_open()
                 pending: PendingChange::Keep,
                 gap_event: Some(&gap),
                 started_at: 0,
+                platform_reply: None,
             };
             store.commit_turn(&account, &turn).await
         }

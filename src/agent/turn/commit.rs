@@ -1,5 +1,6 @@
 //! The last stage: the turn written in one transaction (both messages, the
-//! interaction record, references, the pending change and its gap event),
+//! interaction record, references, the pending change, its gap event and,
+//! on the platform channel, the reply's record under the message's lease),
 //! then the operator's log line and the message response.
 
 use std::time::Instant;
@@ -17,6 +18,7 @@ use crate::store::conversations::{
     CommitOutcome, NewConversation, NewInteraction, NewMessage, TurnRecord,
 };
 use crate::store::gap_events::GapEvent;
+use crate::store::platform::LeasedReply;
 
 /// Writes the turn and answers it.
 pub(super) async fn commit(
@@ -24,6 +26,7 @@ pub(super) async fn commit(
     cx: &Context<'_>,
     outcome: Outcome,
     trace: Trace,
+    platform_reply: Option<LeasedReply<'_>>,
     started: Instant,
 ) -> Result<MessageResponse, TurnError> {
     let inbound = cx.inbound;
@@ -74,12 +77,14 @@ pub(super) async fn commit(
         pending,
         gap_event: gap_event.as_ref(),
         started_at: cx.started_at,
+        platform_reply,
     };
     match engine.store.commit_turn(cx.account, &record).await? {
         CommitOutcome::Committed => {}
         // Purged or erased while the turn ran: as if it had never existed.
         CommitOutcome::ConversationGone => return Err(TurnError::ConversationNotFound),
         CommitOutcome::UserErased => return Err(TurnError::UserErased),
+        CommitOutcome::LeaseLost => return Err(TurnError::LeaseLost),
     }
 
     let run_id = crate::agent::new_id("run_");

@@ -56,6 +56,7 @@ use crate::crypto::master_key::Keyring;
 use crate::domain::account::AccountId;
 use crate::domain::closed_set::closed_set;
 use crate::executor::Executor;
+use crate::store::platform::LeasedReply;
 use crate::store::{Store, StoreError};
 
 pub use context::HISTORY_MESSAGES;
@@ -72,6 +73,10 @@ pub enum TurnError {
     /// The user's data was erased while this turn ran; nothing was kept.
     #[error("the user's data was erased during the turn")]
     UserErased,
+    /// A platform turn's message was taken over by another worker (its
+    /// lease had lapsed) while the turn ran; nothing was kept.
+    #[error("the platform message's lease was lost during the turn")]
+    LeaseLost,
     #[error(transparent)]
     Inference(#[from] PlannerError),
     #[error(transparent)]
@@ -114,6 +119,29 @@ impl Engine {
         account: &AccountId,
         inbound: &InboundMessage,
     ) -> Result<MessageResponse, TurnError> {
+        self.turn_recording(channel, account, inbound, None).await
+    }
+
+    /// A platform message's turn, its reply recorded in the turn's own
+    /// transaction under the message's lease
+    /// ([`crate::store::platform::LeasedReply`]).
+    pub async fn platform_turn(
+        &self,
+        account: &AccountId,
+        inbound: &InboundMessage,
+        reply: LeasedReply<'_>,
+    ) -> Result<MessageResponse, TurnError> {
+        self.turn_recording(TurnChannel::Platform, account, inbound, Some(reply))
+            .await
+    }
+
+    async fn turn_recording(
+        &self,
+        channel: TurnChannel,
+        account: &AccountId,
+        inbound: &InboundMessage,
+        platform_reply: Option<LeasedReply<'_>>,
+    ) -> Result<MessageResponse, TurnError> {
         let span = Scope::start(SpanKind::Internal, Parent::Current, || {
             (
                 "invoke_agent".into(),
@@ -127,7 +155,9 @@ impl Engine {
             )
         });
         let started = Instant::now();
-        let answered = span.run(self.run(account, inbound, started)).await;
+        let answered = span
+            .run(self.run(account, inbound, platform_reply, started))
+            .await;
         let outcome = match &answered {
             Ok((response, reason)) => {
                 span.set_attribute(|| {
@@ -149,6 +179,7 @@ impl Engine {
         &self,
         account: &AccountId,
         inbound: &InboundMessage,
+        platform_reply: Option<LeasedReply<'_>>,
         started: Instant,
     ) -> Result<(MessageResponse, Reason), TurnError> {
         let mut trace = Trace::default();
@@ -157,7 +188,8 @@ impl Engine {
         let outcome = decide::decide(self, &context, &mut trace).await?;
         let reason = outcome.reason;
         trace.responded(reason);
-        let response = commit::commit(self, &context, outcome, trace, started).await?;
+        let response =
+            commit::commit(self, &context, outcome, trace, platform_reply, started).await?;
         Ok((response, reason))
     }
 }

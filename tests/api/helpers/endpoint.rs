@@ -84,3 +84,37 @@ pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<B
         .body(Body::from(body.to_string()))
         .unwrap()
 }
+
+/// A host endpoint that answers the order status only when the test lets
+/// it, and says when a call arrived: a turn held in flight.
+pub struct HeldEndpoint {
+    pub endpoint: FakeEndpoint,
+    pub arrived: tokio::sync::mpsc::UnboundedReceiver<()>,
+    pub release: Arc<tokio::sync::Semaphore>,
+}
+
+impl HeldEndpoint {
+    pub async fn start() -> Self {
+        let (tx, arrived) = tokio::sync::mpsc::unbounded_channel();
+        let release = Arc::new(tokio::sync::Semaphore::new(0));
+        let gate = release.clone();
+        let endpoint = FakeEndpoint::start(move |_request: Received| {
+            let tx = tx.clone();
+            let gate = gate.clone();
+            async move {
+                let _ = tx.send(());
+                gate.acquire().await.unwrap().forget();
+                json_response(
+                    StatusCode::OK,
+                    &serde_json::json!({"status": "enviado", "carrier": "Correos", "customer_name": "Ana Pérez"}),
+                )
+            }
+        })
+        .await;
+        HeldEndpoint {
+            endpoint,
+            arrived,
+            release,
+        }
+    }
+}
