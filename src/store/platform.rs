@@ -19,7 +19,7 @@
 //! at most a configured count of unfinished messages; the insert checks it.
 
 use super::credentials::ResealCounts;
-use super::direct::{Param, Step};
+use super::direct::{Param, ReadRow, Step, required};
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::sealed::Sealed;
@@ -48,6 +48,17 @@ pub struct PlatformNumberRow {
 }
 
 impl PlatformNumberRow {
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Ok(PlatformNumberRow {
+            phone_number_id: required(row.text(0)?, 0)?,
+            account_id: required(row.int(1)?, 1)?,
+            master_key_id: row.text(2)?,
+            nonce: row.bytes(3)?,
+            ciphertext: row.bytes(4)?,
+            created_at: required(row.int(5)?, 5)?,
+        })
+    }
+
     pub fn account(&self) -> AccountId {
         AccountId::from_stored(self.account_id)
     }
@@ -181,6 +192,8 @@ pub struct QueueCounts {
 
 const NUMBER_COLUMNS: &str =
     "phone_number_id, account_id, master_key_id, nonce, ciphertext, created_at";
+const SELECT_NUMBER: &str = "SELECT phone_number_id, account_id, master_key_id, nonce, ciphertext, created_at \
+     FROM platform_numbers WHERE phone_number_id = $1";
 const CLAIMED_COLUMNS: &str = "seq, platform_message_id, account_id, phone_number_id, user_pseudonym, recipient, body, state, reply, attempts, trace_parent";
 
 /// `alias.state IN ('queued', 'answered')`, with the states written out:
@@ -291,11 +304,13 @@ impl Store {
         &self,
         phone_number_id: &str,
     ) -> StoreResult<Option<PlatformNumberRow>> {
-        let sql =
-            format!("SELECT {NUMBER_COLUMNS} FROM platform_numbers WHERE phone_number_id = $1");
-        Ok(on_pool!(self, pool => {
-            sqlx::query_as(&sql).bind(phone_number_id).fetch_optional(pool).await
-        })?)
+        // Every delivery and every claimed message reads it: a hot read.
+        self.read_optional(
+            SELECT_NUMBER,
+            &[Param::Text(phone_number_id)],
+            PlatformNumberRow::read,
+        )
+        .await
     }
 
     /// Queues a message once, in one statement that also takes its claim
@@ -489,15 +504,12 @@ impl Store {
         phone_number_id: &str,
         user_pseudonym: &str,
     ) -> StoreResult<Option<String>> {
-        Ok(on_pool!(self, pool => {
-            sqlx::query_scalar(
-                "SELECT conversation_id FROM platform_conversations WHERE phone_number_id = $1 AND user_pseudonym = $2",
-            )
-            .bind(phone_number_id)
-            .bind(user_pseudonym)
-            .fetch_optional(pool)
-            .await
-        })?)
+        self.read_optional(
+            "SELECT conversation_id FROM platform_conversations WHERE phone_number_id = $1 AND user_pseudonym = $2",
+            &[Param::Text(phone_number_id), Param::Text(user_pseudonym)],
+            |row| required(row.text(0)?, 0),
+        )
+        .await
     }
 
     /// Forgets a user's conversation (it no longer exists); the next
