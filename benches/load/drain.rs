@@ -69,6 +69,9 @@ pub struct Drain {
     pub seconds: f64,
     pub first: Stretch,
     pub last: Stretch,
+    /// PostgreSQL: the server's WAL syncs over the drain per message sent
+    /// (`pg_stat_wal`, the whole server's; nothing else runs meanwhile).
+    pub wal_syncs_per_item: Option<f64>,
 }
 
 impl Drain {
@@ -141,5 +144,6 @@ pub async fn watch(
         seconds: (end.at - start.at).as_secs_f64(),
         first: stretch(at(settled), at(settled + tenth)),
         last: stretch(at(backlog - tenth), end),
+        wal_syncs_per_item: None,
     }
 }

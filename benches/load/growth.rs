@@ -465,7 +465,8 @@ impl Growth<'_> {
             "  a backlog of {} on {} numbers",
             sizes.backlog, sizes.numbers
         );
-        let drain = crate::drain::watch(
+        let syncs_before = wal_syncs(db).await;
+        let mut drain = crate::drain::watch(
             send_api,
             sent_before,
             server.proc.pid(),
@@ -474,6 +475,9 @@ impl Growth<'_> {
         )
         .await;
         drop(server);
+        if let (Some(before), Some(after)) = (syncs_before, wal_syncs(db).await) {
+            drain.wal_syncs_per_item = Some((after - before) as f64 / drain.sent.max(1) as f64);
+        }
         let replied = db
             .scalar(
                 "SELECT COUNT(*) FROM platform_inbound WHERE state = 'replied' AND platform_message_id LIKE $1",
@@ -902,15 +906,15 @@ pub fn markdown(
     }
     s += "\nThe platform queue draining its backlog (2 workers, the default), beside a week of as many finished messages; \
           the rate from the first reply over the first tenth, and over the last tenth:\n\n";
-    s += "| db | backlog | replied | drained in s | first 10 %: msg/s | CPU µs/msg | last 10 %: msg/s | CPU µs/msg | × time per msg | flat |\n";
-    s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    s += "| db | backlog | replied | drained in s | first 10 %: msg/s | CPU µs/msg | last 10 %: msg/s | CPU µs/msg | × time per msg | WAL syncs per msg | flat |\n";
+    s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for r in results {
         let Some(d) = &r.drain else {
             continue;
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {} |",
+            "| {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {} | {} |",
             r.backend,
             d.backlog,
             d.sent,
@@ -920,6 +924,8 @@ pub fn markdown(
             d.last.per_second(),
             d.last.cpu_us_per_item,
             d.cost_ratio(),
+            d.wal_syncs_per_item
+                .map_or_else(|| "–".to_owned(), |n| format!("{n:.2}")),
             if d.cost_ratio() <= FLAT && d.sent == d.backlog {
                 "yes"
             } else {
@@ -975,4 +981,13 @@ pub fn markdown(
         );
     }
     s
+}
+
+/// The PostgreSQL server's WAL syncs so far (`pg_stat_wal`); SQLite: none
+/// counted (in WAL mode with `synchronous=NORMAL` no commit syncs).
+async fn wal_syncs(db: &mut Db) -> Option<i64> {
+    match db {
+        Db::Postgres(_) => Some(db.scalar("SELECT wal_sync FROM pg_stat_wal", &[]).await),
+        Db::Sqlite(_) => None,
+    }
 }
