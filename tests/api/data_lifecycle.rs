@@ -2,7 +2,6 @@
 //! the real `warden admin data` commands while the server runs, and
 //! retention purging by a controllable clock, in batches, while turns go on.
 
-use crate::helpers::endpoint::*;
 use crate::helpers::fixtures::*;
 use crate::helpers::shop::*;
 use crate::helpers::*;
@@ -218,12 +217,7 @@ async fn erasing_a_platform_sender_reaches_their_conversation_and_queue_rows(bac
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_in_flight_when_its_user_is_erased_writes_nothing_back(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let key = account_ready(&app, "shop").await;
-    let mut held = HeldEndpoint::start().await;
-    let (status, body) = app
-        .create_capability(&key, order_status(&held.endpoint.base))
-        .await;
-    assert_eq!(status, 201, "{body}");
+    let (key, mut held) = account_with_held_order_status(&app, "shop").await;
     let app = Arc::new(app);
     let send = |body: Value| {
         let (app, key) = (app.clone(), key.clone());

@@ -969,21 +969,14 @@ async fn a_send_that_cannot_be_built_is_dead_at_the_first_attempt(backend: Backe
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_whose_lease_was_taken_over_keeps_nothing(backend: Backend) {
-    use crate::helpers::endpoint::HeldEndpoint;
-    use crate::helpers::fixtures::account_ready;
-    use crate::helpers::shop::order_status;
+    use crate::helpers::fixtures::account_with_held_order_status;
     let api = FakeSendApi::start().await;
     let platform = PlatformArgs {
         platform_workers: 1,
         ..platform_args(&api.base_url())
     };
     let app = TestApp::spawn_with_platform(TestDb::new(backend).await, platform).await;
-    let key = account_ready(&app, "shop").await;
-    let mut held = HeldEndpoint::start().await;
-    let (status, body) = app
-        .create_capability(&key, order_status(&held.endpoint.base))
-        .await;
-    assert_eq!(status, 201, "{body}");
+    let (_key, mut held) = account_with_held_order_status(&app, "shop").await;
     register(&app, "shop", NUMBER, None).await;
 
     let asked = "¿Dónde está mi pedido A-1001? zqleaselost";

@@ -21,6 +21,21 @@ pub async fn account_ready(app: &TestApp, name: &str) -> String {
     key
 }
 
+/// An account ready as [`account_ready`] whose `order_status` capability
+/// calls a [`HeldEndpoint`](crate::helpers::endpoint::HeldEndpoint): its
+/// turns wait at the endpoint until the test releases them.
+pub async fn account_with_held_order_status(
+    app: &TestApp,
+    name: &str,
+) -> (String, crate::helpers::endpoint::HeldEndpoint) {
+    let key = account_ready(app, name).await;
+    let held = crate::helpers::endpoint::HeldEndpoint::start().await;
+    let definition = crate::helpers::shop::order_status(&held.endpoint.base);
+    let (status, body) = app.create_capability(&key, definition).await;
+    assert_eq!(status, 201, "{body}");
+    (key, held)
+}
+
 /// Configures the fixtures' credential (`cred_orders`, a bearer token) for
 /// the account of `api`.
 pub async fn configure_credential(api: &ApiClient) {
