@@ -334,14 +334,13 @@ impl Lease<'_> {
     /// committed (`None`), or rolled back with the answer of the first step
     /// that did not touch exactly one row.
     ///
-    /// `BEGIN` and every statement are sent at once and answered together:
-    /// one round trip, then one for `COMMIT` or `ROLLBACK`, where sqlx took
-    /// one per statement. (`COMMIT` waits for their answers: a step's
-    /// answer rolls the transaction back instead.) The statements after one that
-    /// answers still run, inside the transaction then rolled back; their
-    /// errors (a message for a conversation not written) are not the
-    /// outcome. An error returns at once; the caller then closes the
-    /// connection, which rolls back whatever is open. A lone statement with
+    /// `BEGIN`, every statement and `COMMIT` are sent at once and answered
+    /// together: one round trip for the transaction, where sqlx took one
+    /// per statement. A step with an answer is sent guarded ([`guarded`]):
+    /// when it does not touch exactly one row the server fails the
+    /// transaction, the statements after it are refused, and the `COMMIT`
+    /// already on its way rolls everything back. Any other error returns at
+    /// once; the caller then closes the connection. A lone statement with
     /// nothing to roll back for is atomic on its own and is sent without
     /// `BEGIN` and `COMMIT` (a contract test's record, a gap event).
     pub(crate) async fn write<O: Copy>(&mut self, steps: &[Step<'_, O>]) -> StoreResult<Option<O>> {
@@ -349,7 +348,15 @@ impl Lease<'_> {
         let mut statements = Vec::with_capacity(steps.len());
         for step in steps {
             log_statement("lane write", step.sql);
-            statements.push(connection.prepared(step.sql, &step.params).await?);
+            let statement = match step.unless_one_row {
+                Some(_) => {
+                    connection
+                        .prepared(&guarded(step.sql), &step.params)
+                        .await?
+                }
+                None => connection.prepared(step.sql, &step.params).await?,
+            };
+            statements.push(statement);
         }
         let arguments: Vec<_> = steps.iter().map(|step| arguments(&step.params)).collect();
         let client = &connection.client;
@@ -362,31 +369,54 @@ impl Lease<'_> {
                 .map_err(classify)?;
             return Ok(None);
         }
-        let mut requests: Vec<Request<'_>> = Vec::with_capacity(steps.len() + 1);
+        let mut requests: Vec<Request<'_>> = Vec::with_capacity(steps.len() + 2);
         requests.push(Box::pin(async {
             client.batch_execute("BEGIN").await.map(|()| 0)
         }));
         for (statement, arguments) in statements.iter().zip(&arguments) {
             requests.push(Box::pin(client.execute(statement, arguments)));
         }
+        requests.push(Box::pin(async {
+            client.batch_execute("COMMIT").await.map(|()| 0)
+        }));
         let mut replies = pipelined(requests).await.into_iter();
         replies.next().expect("BEGIN was sent").map_err(classify)?;
+        let mut answer = None;
         for step in steps {
-            let touched = replies
-                .next()
-                .expect("every step was sent")
-                .map_err(classify)?;
-            if touched != 1
-                && let Some(answer) = step.unless_one_row
-            {
-                client.batch_execute("ROLLBACK").await.map_err(classify)?;
-                return Ok(Some(answer));
+            let reply = replies.next().expect("every step was sent");
+            if answer.is_some() {
+                // Refused: the transaction failed at the guard before it.
+                continue;
+            }
+            match reply {
+                Ok(_) => {}
+                Err(err) if is_guard(&err) => answer = step.unless_one_row,
+                Err(err) => return Err(classify(err)),
             }
         }
-        client.batch_execute("COMMIT").await.map_err(classify)?;
-        Ok(None)
+        // After a guard, the server answers this COMMIT by rolling back.
+        replies.next().expect("COMMIT was sent").map_err(classify)?;
+        Ok(answer)
     }
 }
+
+/// `sql` (an `INSERT`, `UPDATE` or `DELETE` without `RETURNING`) as one
+/// statement that fails with SQLSTATE `WG001` unless it touched exactly
+/// one row (`warden_expect_one_row`, migration 0019).
+fn guarded(sql: &str) -> String {
+    format!(
+        "WITH touched AS ({sql} RETURNING 1) SELECT warden_expect_one_row(count(*)) FROM touched"
+    )
+}
+
+/// Whether `err` is a guarded step's refusal ([`guarded`]).
+fn is_guard(err: &tokio_postgres::Error) -> bool {
+    err.as_db_error()
+        .is_some_and(|db| db.code().code() == GUARD_SQLSTATE)
+}
+
+/// The SQLSTATE `warden_expect_one_row` raises.
+const GUARD_SQLSTATE: &str = "WG001";
 
 /// Every request's answer, in order. Each is sent before any answer is
 /// awaited: tokio-postgres sends a request on its future's first poll, and
