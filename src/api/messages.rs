@@ -5,7 +5,7 @@
 //! failed, so the retry of a failed turn runs).
 
 use super::AppState;
-use super::auth::Caller;
+use super::auth::TurnCaller;
 use super::error::{ApiError, NestedError};
 use super::message_body::Inbound;
 use crate::agent::response::MessageResponse;
@@ -81,7 +81,7 @@ pub const MAX_CLIENT_EVENT_CHARS: usize = 200;
 )]
 pub async fn send_message(
     State(app): State<AppState>,
-    caller: Caller,
+    TurnCaller { caller, basis }: TurnCaller,
     headers: HeaderMap,
     Inbound(inbound): Inbound,
 ) -> Result<Json<MessageResponse>, ApiError> {
@@ -95,7 +95,7 @@ pub async fn send_message(
     }
     let turn = app
         .engine
-        .turn(TurnChannel::Http, &caller.account, &inbound)
+        .turn(TurnChannel::Http, &caller.account, basis, &inbound)
         .await;
     // The image, if any, is dropped with `inbound` here: never stored.
     drop(inbound);

@@ -1,6 +1,7 @@
 //! Accounts and their API keys.
 
 use super::direct::{Param, ReadRow, required};
+use super::policy::{TurnBasis, TurnBasisRow};
 use super::{Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
 use crate::crypto::hex;
@@ -23,6 +24,38 @@ impl KeyRow {
             account_id: required(row.int(0)?, 0)?,
             environment: required(row.text(1)?, 1)?,
             revoked_at: row.int(2)?,
+        })
+    }
+
+    /// Whether this key admits a caller of `environment`, and whose.
+    fn judge(row: Option<&Self>, environment: &str) -> Result<AccountId, KeyRefusal> {
+        match row {
+            None => Err(KeyRefusal::Unknown),
+            Some(row) if row.revoked_at.is_some() => Err(KeyRefusal::Revoked),
+            Some(row) if row.environment != environment => Err(KeyRefusal::OtherEnvironment),
+            Some(row) => Ok(AccountId::from_stored(row.account_id)),
+        }
+    }
+}
+
+/// A key's row and its account's [`TurnBasis`] columns, in one statement:
+/// a message's turn needs both before anything else, and on PostgreSQL
+/// each statement is a round trip.
+struct KeyAndBasisRow {
+    key: KeyRow,
+    basis: TurnBasisRow,
+}
+
+impl KeyAndBasisRow {
+    const SELECT: &str = "SELECT k.account_id, k.environment, k.revoked_at, \
+                          a.capability_version, p.policy, p.revision, p.updated_at FROM api_keys k \
+                          JOIN accounts a ON a.id = k.account_id \
+                          LEFT JOIN agent_policies p ON p.account_id = k.account_id WHERE k.key_hash = $1";
+
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Ok(KeyAndBasisRow {
+            key: KeyRow::read(row)?,
+            basis: TurnBasisRow::read_from(row, 3)?,
         })
     }
 }
@@ -125,11 +158,29 @@ impl Store {
         let row = self
             .read_optional(KeyRow::SELECT, &[Param::Text(key_hash)], KeyRow::read)
             .await?;
-        Ok(match row {
-            None => Err(KeyRefusal::Unknown),
-            Some(row) if row.revoked_at.is_some() => Err(KeyRefusal::Revoked),
-            Some(row) if row.environment != environment => Err(KeyRefusal::OtherEnvironment),
-            Some(row) => Ok(AccountId::from_stored(row.account_id)),
+        Ok(KeyRow::judge(row.as_ref(), environment))
+    }
+
+    /// [`Self::authenticate`] and, for the key's account, the turn's basis
+    /// ([`Self::turn_basis`]) as of the same moment, in one statement.
+    pub async fn authenticate_for_turn(
+        &self,
+        key_hash: &str,
+        environment: &str,
+    ) -> StoreResult<Result<(AccountId, TurnBasis), KeyRefusal>> {
+        let row = self
+            .read_optional(
+                KeyAndBasisRow::SELECT,
+                &[Param::Text(key_hash)],
+                KeyAndBasisRow::read,
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(Err(KeyRefusal::Unknown));
+        };
+        Ok(match KeyRow::judge(Some(&row.key), environment) {
+            Ok(account) => Ok((account, row.basis.basis()?)),
+            Err(refusal) => Err(refusal),
         })
     }
 }

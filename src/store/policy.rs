@@ -27,7 +27,7 @@ pub struct TurnBasis {
 
 /// The row behind [`TurnBasis`]: the policy's columns are null when the
 /// account has none.
-struct TurnBasisRow {
+pub(super) struct TurnBasisRow {
     capability_version: i64,
     policy: Option<String>,
     revision: Option<i64>,
@@ -39,11 +39,30 @@ impl TurnBasisRow {
                           LEFT JOIN agent_policies p ON p.account_id = a.id WHERE a.id = $1";
 
     fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Self::read_from(row, 0)
+    }
+
+    /// The same columns from `first` on (after a key's three in
+    /// `Store::authenticate_for_turn`).
+    pub(super) fn read_from(row: &dyn ReadRow, first: usize) -> StoreResult<Self> {
         Ok(TurnBasisRow {
-            capability_version: required(row.int(0)?, 0)?,
-            policy: row.text(1)?,
-            revision: row.int(2)?,
-            updated_at: row.int(3)?,
+            capability_version: required(row.int(first)?, first)?,
+            policy: row.text(first + 1)?,
+            revision: row.int(first + 2)?,
+            updated_at: row.int(first + 3)?,
+        })
+    }
+
+    pub(super) fn basis(self) -> StoreResult<TurnBasis> {
+        let policy = match (self.policy, self.revision, self.updated_at) {
+            (Some(json), Some(revision), Some(updated_at)) => {
+                Some(stored_policy(&json, revision, updated_at)?)
+            }
+            _ => None,
+        };
+        Ok(TurnBasis {
+            policy,
+            capability_version: self.capability_version,
         })
     }
 }
@@ -57,23 +76,13 @@ impl Store {
                 TurnBasisRow::read,
             )
             .await?;
-        let Some(row) = row else {
-            return Ok(TurnBasis {
+        match row {
+            Some(row) => row.basis(),
+            None => Ok(TurnBasis {
                 policy: None,
                 capability_version: 0,
-            });
-        };
-        let capability_version = row.capability_version;
-        let policy = match (row.policy, row.revision, row.updated_at) {
-            (Some(json), Some(revision), Some(updated_at)) => {
-                Some(stored_policy(&json, revision, updated_at)?)
-            }
-            _ => None,
-        };
-        Ok(TurnBasis {
-            policy,
-            capability_version,
-        })
+            }),
+        }
     }
 
     pub async fn get_policy(&self, account: &AccountId) -> StoreResult<Option<StoredPolicy>> {

@@ -20,6 +20,7 @@ use crate::agent::verdicts::PatternMatches;
 use crate::domain::account::AccountId;
 use crate::domain::message::MessageRole;
 use crate::store::conversations::{ConversationRow, StoredReference};
+use crate::store::policy::TurnBasis;
 
 /// Messages of history given to planners and searched for earlier values.
 pub const HISTORY_MESSAGES: i64 = 20;
@@ -188,10 +189,12 @@ impl Context<'_> {
     }
 }
 
-/// Loads the turn's context (404 for a conversation of another account).
+/// Loads the turn's context (404 for a conversation of another account),
+/// on `basis` when the caller's key brought it (read here otherwise).
 pub(super) async fn load<'a>(
     engine: &Engine,
     account: &'a AccountId,
+    basis: Option<TurnBasis>,
     inbound: &'a InboundMessage,
 ) -> Result<Context<'a>, TurnError> {
     let started_at = crate::clock::now_millis();
@@ -217,7 +220,10 @@ pub(super) async fn load<'a>(
         None => (said.language(), !said.is_blank()),
     };
     // The policy and the capability version in one statement.
-    let basis = engine.store.turn_basis(account).await?;
+    let basis = match basis {
+        Some(basis) => basis,
+        None => engine.store.turn_basis(account).await?,
+    };
     let policy = EffectivePolicy::with_defaults(basis.policy.map(|p| p.policy).as_ref(), language);
     let capabilities = Capabilities {
         active: engine

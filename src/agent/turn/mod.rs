@@ -57,6 +57,7 @@ use crate::domain::account::AccountId;
 use crate::domain::closed_set::closed_set;
 use crate::executor::Executor;
 use crate::store::platform::LeasedReply;
+use crate::store::policy::TurnBasis;
 use crate::store::{Store, StoreError};
 
 pub use context::HISTORY_MESSAGES;
@@ -108,7 +109,8 @@ impl Engine {
         &self.planner
     }
 
-    /// Runs one turn and answers the message response (contract 2.2).
+    /// Runs one turn and answers the message response (contract 2.2), on
+    /// the account's `basis` as read with the caller's key.
     ///
     /// The turn layer's one instrumentation point: the `invoke_agent` span
     /// (OpenTelemetry GenAI conventions) and `warden_turns_total` /
@@ -117,9 +119,11 @@ impl Engine {
         &self,
         channel: TurnChannel,
         account: &AccountId,
+        basis: TurnBasis,
         inbound: &InboundMessage,
     ) -> Result<MessageResponse, TurnError> {
-        self.turn_recording(channel, account, inbound, None).await
+        self.turn_recording(channel, account, Some(basis), inbound, None)
+            .await
     }
 
     /// A platform message's turn, its reply recorded in the turn's own
@@ -131,7 +135,7 @@ impl Engine {
         inbound: &InboundMessage,
         reply: LeasedReply<'_>,
     ) -> Result<MessageResponse, TurnError> {
-        self.turn_recording(TurnChannel::Platform, account, inbound, Some(reply))
+        self.turn_recording(TurnChannel::Platform, account, None, inbound, Some(reply))
             .await
     }
 
@@ -139,6 +143,7 @@ impl Engine {
         &self,
         channel: TurnChannel,
         account: &AccountId,
+        basis: Option<TurnBasis>,
         inbound: &InboundMessage,
         platform_reply: Option<LeasedReply<'_>>,
     ) -> Result<MessageResponse, TurnError> {
@@ -156,7 +161,7 @@ impl Engine {
         });
         let started = Instant::now();
         let answered = span
-            .run(self.run(account, inbound, platform_reply, started))
+            .run(self.run(account, basis, inbound, platform_reply, started))
             .await;
         let outcome = match &answered {
             Ok((response, reason)) => {
@@ -178,12 +183,13 @@ impl Engine {
     async fn run(
         &self,
         account: &AccountId,
+        basis: Option<TurnBasis>,
         inbound: &InboundMessage,
         platform_reply: Option<LeasedReply<'_>>,
         started: Instant,
     ) -> Result<(MessageResponse, Reason), TurnError> {
         let mut trace = Trace::default();
-        let context = context::load(self, account, inbound).await?;
+        let context = context::load(self, account, basis, inbound).await?;
         trace.timing.preparation = started.elapsed();
         let outcome = decide::decide(self, &context, &mut trace).await?;
         let reason = outcome.reason;
