@@ -84,3 +84,41 @@ async fn a_key_of_another_environment_is_refused(backend: Backend) {
     let (status, _) = app.get_policy(staging["api_key"].as_str().unwrap()).await;
     assert_eq!(status, 401);
 }
+
+/// A message's key is read with its account's policy in one statement
+/// (`TurnCaller`), not by the `Caller` of the other routes: it refuses the
+/// same keys, with the channel's nested 401.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_refuses_the_keys_every_route_refuses(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = app.account_with_key("acme").await;
+    let second = app.issue_key("acme").await;
+    admin(
+        &app.store,
+        warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Revoke {
+            key_id: second["key_id"].as_str().unwrap().to_owned(),
+        }),
+    )
+    .await;
+    let staging = admin_in(
+        &app.store,
+        "staging",
+        warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Issue {
+            account: "acme".into(),
+        }),
+    )
+    .await;
+    let message = serde_json::json!({"message": {"type": "text", "body": "hola"}});
+    for (case, refused) in [
+        ("unknown", "wdn_notarealkeynotarealkeynotarealkeynotareal"),
+        ("revoked", second["api_key"].as_str().unwrap()),
+        ("another environment", staging["api_key"].as_str().unwrap()),
+    ] {
+        let (status, body) = app.send_message(refused, &message).await;
+        assert_eq!(status, 401, "{case}: {body}");
+        assert_nested_error(&body, "UNAUTHORIZED");
+    }
+    let (status, body) = app.send_message(&key, &message).await;
+    assert_eq!(status, 200, "{body}");
+}
