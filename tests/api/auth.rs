@@ -53,12 +53,7 @@ async fn a_revoked_key_is_refused(backend: Backend) {
     let key = app.account_with_key("acme").await;
     let second = app.issue_key("acme").await;
     assert_eq!(app.get_settings(&key).await.0, 200);
-    let key_id = second["key_id"].as_str().unwrap().to_owned();
-    admin(
-        &app.store,
-        warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Revoke { key_id }),
-    )
-    .await;
+    revoke(&app, &second).await;
     let revoked = second["api_key"].as_str().unwrap();
     assert_eq!(app.get_settings(revoked).await.0, 401);
     assert_eq!(
@@ -73,14 +68,7 @@ async fn a_revoked_key_is_refused(backend: Backend) {
 async fn a_key_of_another_environment_is_refused(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     app.account_with_key("acme").await;
-    let staging = admin_in(
-        &app.store,
-        "staging",
-        warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Issue {
-            account: "acme".into(),
-        }),
-    )
-    .await;
+    let staging = staging_key(&app, "acme").await;
     let (status, _) = app.get_policy(staging["api_key"].as_str().unwrap()).await;
     assert_eq!(status, 401);
 }
@@ -94,21 +82,8 @@ async fn a_message_refuses_the_keys_every_route_refuses(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = app.account_with_key("acme").await;
     let second = app.issue_key("acme").await;
-    admin(
-        &app.store,
-        warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Revoke {
-            key_id: second["key_id"].as_str().unwrap().to_owned(),
-        }),
-    )
-    .await;
-    let staging = admin_in(
-        &app.store,
-        "staging",
-        warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Issue {
-            account: "acme".into(),
-        }),
-    )
-    .await;
+    revoke(&app, &second).await;
+    let staging = staging_key(&app, "acme").await;
     let message = serde_json::json!({"message": {"type": "text", "body": "hola"}});
     for (case, refused) in [
         ("unknown", "wdn_notarealkeynotarealkeynotarealkeynotareal"),
@@ -121,4 +96,26 @@ async fn a_message_refuses_the_keys_every_route_refuses(backend: Backend) {
     }
     let (status, body) = app.send_message(&key, &message).await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// Revokes an issued key (`issued`: what `admin key issue` printed).
+async fn revoke(app: &TestApp, issued: &serde_json::Value) {
+    let key_id = issued["key_id"].as_str().unwrap().to_owned();
+    admin(
+        &app.store,
+        warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Revoke { key_id }),
+    )
+    .await;
+}
+
+/// A key of `account` issued for the "staging" environment.
+async fn staging_key(app: &TestApp, account: &str) -> serde_json::Value {
+    admin_in(
+        &app.store,
+        "staging",
+        warden::cli::AdminCommand::Key(warden::cli::KeyCommand::Issue {
+            account: account.into(),
+        }),
+    )
+    .await
 }
