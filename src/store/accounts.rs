@@ -28,12 +28,13 @@ impl KeyRow {
     }
 
     /// Whether this key admits a caller of `environment`, and whose.
-    fn judge(row: Option<&Self>, environment: &str) -> Result<AccountId, KeyRefusal> {
-        match row {
-            None => Err(KeyRefusal::Unknown),
-            Some(row) if row.revoked_at.is_some() => Err(KeyRefusal::Revoked),
-            Some(row) if row.environment != environment => Err(KeyRefusal::OtherEnvironment),
-            Some(row) => Ok(AccountId::from_stored(row.account_id)),
+    fn judge(&self, environment: &str) -> Result<AccountId, KeyRefusal> {
+        if self.revoked_at.is_some() {
+            Err(KeyRefusal::Revoked)
+        } else if self.environment != environment {
+            Err(KeyRefusal::OtherEnvironment)
+        } else {
+            Ok(AccountId::from_stored(self.account_id))
         }
     }
 }
@@ -158,7 +159,7 @@ impl Store {
         let row = self
             .read_optional(KeyRow::SELECT, &[Param::Text(key_hash)], KeyRow::read)
             .await?;
-        Ok(KeyRow::judge(row.as_ref(), environment))
+        Ok(row.map_or(Err(KeyRefusal::Unknown), |row| row.judge(environment)))
     }
 
     /// [`Self::authenticate`] and, for the key's account, the turn's basis
@@ -178,7 +179,7 @@ impl Store {
         let Some(row) = row else {
             return Ok(Err(KeyRefusal::Unknown));
         };
-        Ok(match KeyRow::judge(Some(&row.key), environment) {
+        Ok(match row.key.judge(environment) {
             Ok(account) => Ok((account, row.basis.basis()?)),
             Err(refusal) => Err(refusal),
         })

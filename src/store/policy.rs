@@ -53,6 +53,7 @@ impl TurnBasisRow {
         })
     }
 
+    /// The basis these columns say (the policy parsed when there is one).
     pub(super) fn basis(self) -> StoreResult<TurnBasis> {
         let policy = match (self.policy, self.revision, self.updated_at) {
             (Some(json), Some(revision), Some(updated_at)) => {
