@@ -3,6 +3,7 @@
 //! and replies through a fake send API on loopback (real HTTP both ways).
 
 use crate::helpers::fake_send_api::FakeSendApi;
+use crate::helpers::sql::{execute, integers, strings};
 use crate::helpers::*;
 use serde_json::{Value, json};
 use warden::cli::{AdminCommand, DatabaseArgs, MasterKeyArgs, PlatformArgs, WebhookCommand};
@@ -363,18 +364,6 @@ async fn duplicates_status_updates_and_other_types_are_reported(backend: Backend
     assert_eq!(delivered[0].idempotency_key, "wamid.D1");
 }
 
-/// One text column of every row a query returns.
-pub(crate) async fn strings(app: &TestApp, sql: &str) -> Vec<Option<String>> {
-    use warden::store::Store;
-    match &app.store {
-        Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
-        Store::Postgres(pool) => sqlx::query_scalar(sql)
-            .fetch_all(pool.pool())
-            .await
-            .unwrap(),
-    }
-}
-
 pub(crate) async fn queue_counts(app: &TestApp) -> Value {
     webhook_admin(app, WebhookCommand::Queue { account: None })
         .await
@@ -648,18 +637,6 @@ async fn post_signed_with_headers(
     let headers = response.headers().clone();
     let (status, body) = status_and_json(response).await;
     (status, headers, body)
-}
-
-/// One integer column of every row a query returns.
-async fn integers(app: &TestApp, sql: &str) -> Vec<i64> {
-    use warden::store::Store;
-    match &app.store {
-        Store::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await.unwrap(),
-        Store::Postgres(pool) => sqlx::query_scalar(sql)
-            .fetch_all(pool.pool())
-            .await
-            .unwrap(),
-    }
 }
 
 /// A delivery with one change per number.
@@ -1024,21 +1001,4 @@ async fn a_turn_whose_lease_was_taken_over_keeps_nothing(backend: Backend) {
     assert_eq!(left, vec![Some("queued wrk_another -".to_owned())]);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(api.delivered().len(), 1, "nothing sent for the lost turn");
-}
-
-/// Runs one statement; the rows it touched.
-async fn execute(app: &TestApp, sql: &str) -> u64 {
-    use warden::store::Store;
-    match &app.store {
-        Store::Sqlite(pool) => sqlx::query(sql)
-            .execute(pool)
-            .await
-            .unwrap()
-            .rows_affected(),
-        Store::Postgres(pool) => sqlx::query(sql)
-            .execute(pool.pool())
-            .await
-            .unwrap()
-            .rows_affected(),
-    }
 }

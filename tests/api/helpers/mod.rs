@@ -16,6 +16,7 @@ mod process;
 pub mod prometheus;
 pub mod raw_http;
 pub mod shop;
+pub mod sql;
 
 pub use app::TestApp;
 pub use client::ApiClient;
