@@ -115,6 +115,7 @@ async fn main() {
                 user_id: Some("user-1"),
                 capability: &capability,
                 arguments: &arguments,
+                credential: None,
             })
             .await;
         let elapsed = started.elapsed();

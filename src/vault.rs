@@ -75,25 +75,34 @@ pub async fn open_credential(
     account: &AccountId,
     credential_ref: &str,
 ) -> Result<Option<OpenCredential>, VaultError> {
-    let Some(row) = store.get_credential(account, credential_ref).await? else {
+    let row = store.get_credential(account, credential_ref).await?;
+    open_stored(keyring, row.as_ref())
+}
+
+/// [`open_credential`] of a row already read (`None`: none is stored).
+pub fn open_stored(
+    keyring: &Keyring,
+    row: Option<&CredentialRow>,
+) -> Result<Option<OpenCredential>, VaultError> {
+    let Some(row) = row else {
         return Ok(None);
     };
     if row.status != CredentialStatus::Configured {
         return Ok(None);
     }
-    let unreadable = |why: String| VaultError::Unreadable(credential_ref.to_owned(), why);
+    let unreadable = |why: String| VaultError::Unreadable(row.credential_ref.clone(), why);
     let sealed = row
         .sealed()
         .ok_or_else(|| unreadable("no sealed secret".into()))?;
     let plain = keyring
-        .open(&sealed, &row_associated_data(&row))
+        .open(&sealed, &row_associated_data(row))
         .map_err(|e| unreadable(e.to_string()))?;
     let secret = Zeroizing::new(
         String::from_utf8(plain.to_vec()).map_err(|_| unreadable("not UTF-8".into()))?,
     );
     Ok(Some(OpenCredential {
         auth_type: row.auth_type,
-        header_name: row.header_name,
+        header_name: row.header_name.clone(),
         secret,
     }))
 }

@@ -265,6 +265,7 @@ async fn publish(
             id: CapabilityId::generate(),
             name: d.name().unwrap_or_default().to_owned(),
             definition: d.definition.to_string(),
+            credential_ref: d.credential_ref().map(str::to_owned),
         })
         .collect();
     let mut records: Vec<CapabilityRecord> = capabilities

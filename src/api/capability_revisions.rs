@@ -20,7 +20,7 @@ use crate::domain::account::AccountId;
 use crate::domain::capability::{
     IfMatchError, LifecycleStatus, MAX_CREATE_BODY_BYTES, PublishRequest, Wrapper, parse_if_match,
 };
-use crate::store::capabilities::GuardedWriteError;
+use crate::store::capabilities::{GuardedWriteError, RevisedDefinition};
 use crate::vault;
 
 /// Where a missing or malformed `If-Match` is answered: PATCH declares 400;
@@ -108,9 +108,12 @@ pub async fn revise_capability(
             &caller.account,
             &id,
             expected,
-            &request.domain,
-            name,
-            &submitted.definition.to_string(),
+            &RevisedDefinition {
+                domain: &request.domain,
+                name,
+                definition: &submitted.definition.to_string(),
+                credential_ref: submitted.credential_ref(),
+            },
         )
         .await?
         .map_err(guarded_failure)?;

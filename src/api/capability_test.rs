@@ -8,20 +8,20 @@
 //! recorded like any other (docs/contract-decisions.md).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::auth::Caller;
-use super::capabilities::CapabilityPath;
-use super::capabilities::{RecordedTest, owned, parse_id};
+use super::auth::{Caller, CapabilityCaller};
+use super::capabilities::{CapabilityPath, NOT_FOUND, RecordedTest};
 use super::error::{ApiError, FlatError, Violation};
 use super::json_body::JsonBody;
 use crate::clock::now_millis;
 use crate::executor::{
     CallFailure, CallResult, CapabilityAtRevision, FailureReason, FailureSummary,
 };
+use crate::store::capabilities::{CapabilityForCall, CredentialRead};
 use crate::store::capability_tests::{TestRecord, TestStatus};
 
 pub const MAX_TEST_BODY_BYTES: usize = 64 * 1024;
@@ -130,14 +130,14 @@ impl Outcome {
 )]
 pub async fn test_capability(
     State(app): State<AppState>,
-    caller: Caller,
-    Path(CapabilityPath {
-        capability_id: raw_id,
-    }): Path<CapabilityPath>,
+    target: CapabilityCaller,
     body: Result<JsonBody<MAX_TEST_BODY_BYTES>, ApiError>,
 ) -> Result<Json<TestResult>, ApiError> {
-    let id = parse_id(&raw_id)?;
-    let row = owned(&app, &caller.account, &id).await?;
+    let CapabilityCaller { caller, capability } = target;
+    let CapabilityForCall {
+        capability: row,
+        credential,
+    } = capability.ok_or(NOT_FOUND)?;
     let capability = CapabilityAtRevision {
         id: row.id.clone(),
         revision: row.revision,
@@ -154,7 +154,7 @@ pub async fn test_capability(
             "the request body is not {arguments: object}; nothing was called",
             vec![Violation::new(String::new(), "request-body", message)],
         ),
-        Ok(arguments) => run(&app, &caller, &capability, &arguments).await?,
+        Ok(arguments) => run(&app, &caller, &capability, &credential, &arguments).await?,
     };
     let record = TestRecord {
         id: format!("ctest_{}", uuid::Uuid::new_v4().simple()),
@@ -184,6 +184,7 @@ async fn run(
     app: &AppState,
     caller: &Caller,
     capability: &CapabilityAtRevision,
+    credential: &CredentialRead,
     arguments: &Value,
 ) -> Result<Outcome, ApiError> {
     let report = app
@@ -194,6 +195,7 @@ async fn run(
             user_id: None,
             capability,
             arguments,
+            credential: Some(credential),
         })
         .await;
     let passed = |output: Value| Outcome {

@@ -30,6 +30,7 @@ use crate::domain::credential::AuthType;
 use crate::sandbox::{PolicySandbox, SandboxError, ShapedInteraction};
 use crate::signing::{ContextClaims, Signer};
 use crate::store::Store;
+use crate::store::capabilities::CredentialRead;
 use crate::vault;
 use address_guard::{AddressPolicy, AddressRefused, NameLookup, SystemLookup};
 pub use failure::{CallFailure, FailureReason, FailureSummary};
@@ -52,6 +53,8 @@ pub struct Call<'a> {
     pub user_id: Option<&'a str>,
     pub capability: &'a CapabilityAtRevision,
     pub arguments: &'a Value,
+    /// The capability's credential, when the caller read it already.
+    pub credential: Option<&'a CredentialRead>,
 }
 
 closed_set! {
@@ -203,13 +206,24 @@ impl Executor {
             return Err(CallFailure::ArgumentsInvalid(violations));
         }
 
-        let credential = vault::open_credential(
-            &self.store,
-            &self.keyring,
-            call.account,
-            &definition.auth.credential_ref,
-        )
-        .await
+        let credential = match call.credential {
+            // Read with the capability, for the reference its definition names.
+            Some(CredentialRead::Read {
+                credential_ref,
+                row,
+            }) if *credential_ref == definition.auth.credential_ref => {
+                vault::open_stored(&self.keyring, row.as_ref())
+            }
+            _ => {
+                vault::open_credential(
+                    &self.store,
+                    &self.keyring,
+                    call.account,
+                    &definition.auth.credential_ref,
+                )
+                .await
+            }
+        }
         .map_err(|err| {
             tracing::error!(error = %err, "credential could not be opened");
             CallFailure::CredentialUnavailable

@@ -315,6 +315,7 @@ impl McpServer {
                 user_id: None,
                 capability: &capability.at,
                 arguments: &arguments,
+                credential: None,
             })
             .await;
         let duration_ms = started.elapsed().as_millis() as i64;

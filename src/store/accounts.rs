@@ -9,7 +9,7 @@ use crate::crypto::hex;
 pub use crate::domain::account::AccountId;
 
 #[derive(Debug)]
-struct KeyRow {
+pub(super) struct KeyRow {
     account_id: i64,
     environment: String,
     revoked_at: Option<i64>,
@@ -19,7 +19,8 @@ impl KeyRow {
     const SELECT: &str =
         "SELECT account_id, environment, revoked_at FROM api_keys WHERE key_hash = $1";
 
-    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+    /// Its three columns, first in a row.
+    pub(super) fn read(row: &dyn ReadRow) -> StoreResult<Self> {
         Ok(KeyRow {
             account_id: required(row.int(0)?, 0)?,
             environment: required(row.text(1)?, 1)?,
@@ -28,7 +29,7 @@ impl KeyRow {
     }
 
     /// Whether this key admits a caller of `environment`, and whose.
-    fn judge(&self, environment: &str) -> Result<AccountId, KeyRefusal> {
+    pub(super) fn judge(&self, environment: &str) -> Result<AccountId, KeyRefusal> {
         if self.revoked_at.is_some() {
             Err(KeyRefusal::Revoked)
         } else if self.environment != environment {

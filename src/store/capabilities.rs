@@ -3,7 +3,9 @@
 //! record, or nothing); revisions and state transitions are compare-and-set
 //! on the current revision, so two writers with one `If-Match` cannot both win.
 
-use super::direct::{Param, ReadRow, from_read_row, required, word};
+use super::accounts::{KeyRefusal, KeyRow};
+use super::credentials::CredentialRow;
+use super::direct::{ColumnsFrom, Param, ReadRow, from_read_row, required, word};
 use super::idempotency::{Completion, complete_in_tx};
 use super::{Constraint, Store, StoreError, StoreResult, on_pool};
 use crate::clock::now_millis;
@@ -15,6 +17,19 @@ pub struct NewCapability {
     pub id: CapabilityId,
     pub name: String,
     pub definition: String,
+    /// The definition's `auth.credential_ref`, kept in a column of its own
+    /// for [`Store::authenticate_for_call`].
+    pub credential_ref: Option<String>,
+}
+
+/// A capability's new definition (already validated), for
+/// [`Store::revise_capability`].
+pub struct RevisedDefinition<'a> {
+    pub domain: &'a str,
+    pub name: &'a str,
+    pub definition: &'a str,
+    /// The definition's `auth.credential_ref` (see [`NewCapability`]).
+    pub credential_ref: Option<&'a str>,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +105,80 @@ const SELECT_ONE: &str = concat!(
     " FROM capabilities WHERE account_id = $1 AND id = $2"
 );
 
+/// A capability as a call needs it: its row and the credential its
+/// definition names, read together ([`Store::authenticate_for_call`]).
+#[derive(Debug)]
+pub struct CapabilityForCall {
+    pub capability: CapabilityRow,
+    pub credential: CredentialRead,
+}
+
+/// The credential read with a capability.
+#[derive(Debug)]
+pub enum CredentialRead {
+    /// The capability's row does not say which credential its definition
+    /// names (an older build wrote it): the caller reads it on its own.
+    NotRead,
+    /// The account's credential of this reference as stored; `None` when
+    /// there is none.
+    Read {
+        credential_ref: String,
+        row: Option<CredentialRow>,
+    },
+}
+
+/// A key's row, the capability it asks for (of the key's account) and that
+/// capability's credential, in one statement: a contract test needs all
+/// three before anything else, and on PostgreSQL each statement is a round
+/// trip. Both joins are by primary key.
+struct KeyAndCapabilityRow {
+    key: KeyRow,
+    capability: Option<CapabilityForCall>,
+}
+
+impl KeyAndCapabilityRow {
+    const SELECT: &str = "SELECT k.account_id, k.environment, k.revoked_at, \
+         c.id, c.name, c.domain, c.lifecycle_status, c.revision, c.definition, c.created_at, c.updated_at, \
+         c.credential_ref, \
+         cr.account_id, cr.credential_ref, cr.auth_type, cr.header_name, cr.status, cr.master_key_id, cr.nonce, cr.ciphertext \
+         FROM api_keys k \
+         LEFT JOIN capabilities c ON c.account_id = k.account_id AND c.id = $2 \
+         LEFT JOIN capability_credentials cr ON cr.account_id = c.account_id AND cr.credential_ref = c.credential_ref \
+         WHERE k.key_hash = $1";
+    /// Where the capability's [`COLUMNS`], its `credential_ref` and the
+    /// credential's columns start.
+    const CAPABILITY: usize = 3;
+    const CREDENTIAL_REF: usize = 11;
+    const CREDENTIAL: usize = 12;
+
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        let key = KeyRow::read(row)?;
+        let capability = match row.text(Self::CAPABILITY)? {
+            None => None,
+            Some(_) => Some(CapabilityForCall {
+                capability: CapabilityRow::read(&ColumnsFrom {
+                    row,
+                    first: Self::CAPABILITY,
+                })?,
+                credential: match row.text(Self::CREDENTIAL_REF)? {
+                    None => CredentialRead::NotRead,
+                    Some(credential_ref) => CredentialRead::Read {
+                        credential_ref,
+                        row: match row.int(Self::CREDENTIAL)? {
+                            None => None,
+                            Some(_) => Some(CredentialRow::read(&ColumnsFrom {
+                                row,
+                                first: Self::CREDENTIAL,
+                            })?),
+                        },
+                    },
+                },
+            }),
+        };
+        Ok(KeyAndCapabilityRow { key, capability })
+    }
+}
+
 /// The outcome of a guarded write: the row as written, or why not.
 pub type Guarded = Result<CapabilityRow, GuardedWriteError>;
 
@@ -111,8 +200,8 @@ impl Store {
             let mut tx = pool.begin_with(begin).await?;
             for cap in capabilities {
                 sqlx::query(
-                    "INSERT INTO capabilities (id, account_id, name, domain, lifecycle_status, revision, definition, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7)",
+                    "INSERT INTO capabilities (id, account_id, name, domain, lifecycle_status, revision, definition, created_at, updated_at, credential_ref) \
+                     VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $8)",
                 )
                 .bind(cap.id.as_str())
                 .bind(account.number())
@@ -121,6 +210,7 @@ impl Store {
                 .bind(LifecycleStatus::Active)
                 .bind(&cap.definition)
                 .bind(now)
+                .bind(cap.credential_ref.as_deref())
                 .execute(&mut *tx)
                 .await?;
                 insert_revision!(tx, Revision {
@@ -194,6 +284,32 @@ impl Store {
         .await
     }
 
+    /// [`Self::authenticate`] and, for the key's account, the capability
+    /// `id` with its credential ([`CapabilityForCall`]; `None` when the
+    /// account has no such capability), as of the same moment, in one
+    /// statement.
+    pub async fn authenticate_for_call(
+        &self,
+        key_hash: &str,
+        environment: &str,
+        id: &CapabilityId,
+    ) -> StoreResult<Result<(AccountId, Option<CapabilityForCall>), KeyRefusal>> {
+        let row = self
+            .read_optional(
+                KeyAndCapabilityRow::SELECT,
+                &[Param::Text(key_hash), Param::Text(id.as_str())],
+                KeyAndCapabilityRow::read,
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(Err(KeyRefusal::Unknown));
+        };
+        Ok(row
+            .key
+            .judge(environment)
+            .map(|account| (account, row.capability)))
+    }
+
     /// The revision history of one of the account's capabilities, oldest
     /// first (empty for another account's or an absent one).
     pub async fn capability_history(
@@ -220,15 +336,20 @@ impl Store {
         account: &AccountId,
         id: &CapabilityId,
         expected: i64,
-        domain: &str,
-        name: &str,
-        definition: &str,
+        revised: &RevisedDefinition<'_>,
     ) -> StoreResult<Guarded> {
+        let RevisedDefinition {
+            domain,
+            name,
+            definition,
+            credential_ref,
+        } = *revised;
         let now = now_millis();
         let begin = self.write_transaction_statement();
         let _gate = self.write_turn().await;
         let update = format!(
-            "UPDATE capabilities SET name = $4, domain = $5, definition = $6, revision = revision + 1, updated_at = $7 \
+            "UPDATE capabilities SET name = $4, domain = $5, definition = $6, revision = revision + 1, updated_at = $7, \
+             credential_ref = $8 \
              WHERE account_id = $1 AND id = $2 AND revision = $3 RETURNING {COLUMNS}"
         );
         let select =
@@ -236,7 +357,7 @@ impl Store {
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let updated: Option<CapabilityRow> = match sqlx::query_as(&update)
-                .bind(account.number()).bind(id.as_str()).bind(expected).bind(name).bind(domain).bind(definition).bind(now)
+                .bind(account.number()).bind(id.as_str()).bind(expected).bind(name).bind(domain).bind(definition).bind(now).bind(credential_ref)
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(StoreError::from)

@@ -25,7 +25,7 @@ from_read_row!(CredentialRow);
 impl CredentialRow {
     /// The row of [`COLUMNS`], in their order: its one decoding, for both
     /// drivers.
-    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+    pub(super) fn read(row: &dyn ReadRow) -> StoreResult<Self> {
         Ok(CredentialRow {
             account_id: required(row.int(0)?, 0)?,
             credential_ref: required(row.text(1)?, 1)?,

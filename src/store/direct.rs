@@ -393,6 +393,26 @@ pub(crate) trait ReadRow {
     fn bytes(&self, index: usize) -> StoreResult<Option<Vec<u8>>>;
 }
 
+/// The columns of a row from `first` on, read as a row of their own: a
+/// table's one decoding also reads its columns where a join put them after
+/// another table's.
+pub(crate) struct ColumnsFrom<'a> {
+    pub row: &'a dyn ReadRow,
+    pub first: usize,
+}
+
+impl ReadRow for ColumnsFrom<'_> {
+    fn int(&self, index: usize) -> StoreResult<Option<i64>> {
+        self.row.int(self.first + index)
+    }
+    fn text(&self, index: usize) -> StoreResult<Option<String>> {
+        self.row.text(self.first + index)
+    }
+    fn bytes(&self, index: usize) -> StoreResult<Option<Vec<u8>>> {
+        self.row.bytes(self.first + index)
+    }
+}
+
 /// Reading a column that must not be NULL.
 pub(crate) fn required<T>(value: Option<T>, index: usize) -> StoreResult<T> {
     value.ok_or_else(|| StoreError::Corrupt(format!("column {index} is NULL")))

@@ -3,6 +3,7 @@
 
 use crate::helpers::endpoint::*;
 use crate::helpers::fixtures::*;
+use crate::helpers::sql;
 use crate::helpers::*;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -201,6 +202,129 @@ async fn invalid_arguments_are_a_failed_test_and_nothing_is_called(backend: Back
         app.test_capability(&key, "cap_unknown1", order()).await.0,
         404
     );
+}
+
+/// A contract test reads its capability and the credential it names in
+/// the key's statement, through a column kept beside the definition
+/// (`capabilities.credential_ref`): the definition in force names the
+/// credential however the column stands, and the account's own credential is
+/// the one used.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_uses_the_credential_its_current_definition_names(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = account_ready(&app, "acme").await;
+    let endpoint = FakeEndpoint::json(json!({"status": "shipped"})).await;
+    let bearer = |secret: &str| json!({"auth_type": "bearer", "secret": secret});
+    assert_eq!(
+        app.put_credential(&key, "cred_second", &bearer("secret-b"))
+            .await
+            .0,
+        201
+    );
+    // Another account's credential of the same reference is never used.
+    let other = account_ready(&app, "globex").await;
+    assert_eq!(
+        app.put_credential(&other, "cred_globex", &bearer("globex-c"))
+            .await
+            .0,
+        201
+    );
+    let id = capability_at(&app, &key, &format!("{}/x", endpoint.base), |_| {}).await;
+    let column = format!("SELECT credential_ref FROM capabilities WHERE id = '{id}'");
+    // The test's status and what the endpoint was sent as its credential.
+    let sent = async || {
+        let (status, body) = app.test_capability(&key, &id, order()).await;
+        let header = endpoint.last().headers["authorization"].clone();
+        (
+            status,
+            body["status"].clone(),
+            header.to_str().unwrap().to_owned(),
+        )
+    };
+    assert_eq!(
+        sql::strings(&app, &column).await,
+        [Some(CREDENTIAL.to_owned())]
+    );
+    assert_eq!(
+        sent().await,
+        (200, json!("passed"), format!("Bearer {ENDPOINT_SECRET}"))
+    );
+
+    // A revision that names another credential moves the column with it.
+    let mut revised = valid_definition("revised");
+    revised["url"] = json!(format!("{}/x", endpoint.base));
+    revised["auth"]["credential_ref"] = json!("cred_second");
+    let (status, body) = app
+        .api(&key)
+        .revise_capability(&id, "1", revised.clone())
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        sql::strings(&app, &column).await,
+        [Some("cred_second".to_owned())]
+    );
+    assert_eq!(
+        sent().await,
+        (200, json!("passed"), "Bearer secret-b".to_owned())
+    );
+
+    // A row an older build wrote has no column; one whose column disagrees
+    // with its definition is not believed: the definition's credential is
+    // read on its own.
+    for stale in ["NULL", "'cred_orders'"] {
+        let update = format!("UPDATE capabilities SET credential_ref = {stale} WHERE id = '{id}'");
+        assert_eq!(sql::execute(&app, &update).await, 1);
+        assert_eq!(
+            sent().await,
+            (200, json!("passed"), "Bearer secret-b".to_owned()),
+            "{stale}"
+        );
+    }
+
+    // The same reference configured by this account and another: this
+    // account's is used; once only the other's is stored, none is (409).
+    let acme_globex = bearer("acme-globex");
+    assert_eq!(
+        app.put_credential(&key, "cred_globex", &acme_globex)
+            .await
+            .0,
+        201
+    );
+    let mut on_globex = revised.clone();
+    on_globex["auth"]["credential_ref"] = json!("cred_globex");
+    let (status, body) = app.api(&key).revise_capability(&id, "2", on_globex).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        sent().await,
+        (200, json!("passed"), "Bearer acme-globex".to_owned())
+    );
+    let forget = format!(
+        "DELETE FROM capability_credentials WHERE credential_ref = 'cred_globex' \
+         AND account_id = (SELECT account_id FROM capabilities WHERE id = '{id}')"
+    );
+    assert_eq!(sql::execute(&app, &forget).await, 1);
+    let (status, body) = app.test_capability(&key, &id, order()).await;
+    assert_eq!(status, 409, "{body}");
+
+    // Revoked: not configured either.
+    let (status, body) = app.api(&key).revise_capability(&id, "3", revised).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(app.delete_credential(&key, "cred_second").await.0, 200);
+    let (status, body) = app.test_capability(&key, &id, order()).await;
+    assert_eq!(status, 409, "{body}");
+    let hits = endpoint.hits();
+
+    // A capability of another account, a malformed id: 404; a bad key
+    // first of all: 401.
+    assert_eq!(app.test_capability(&other, &id, order()).await.0, 404);
+    assert_eq!(app.test_capability(&key, "not-an-id", order()).await.0, 404);
+    assert_eq!(
+        app.test_capability("wk_nope", "not-an-id", order()).await.0,
+        401
+    );
+    assert_eq!(app.test_capability("wk_nope", &id, order()).await.0, 401);
+    assert_eq!(endpoint.hits(), hits, "nothing was called for any of these");
 }
 
 #[apply(backends)]

@@ -78,6 +78,7 @@ async fn call(app: &TestApp, executor: &Executor, url: &str) -> (Result<Value, C
             user_id: None,
             capability: &capability,
             arguments: &arguments,
+            credential: None,
         })
         .await;
     let outcome = report.outcome.map(|r| match r {

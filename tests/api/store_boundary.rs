@@ -4,7 +4,7 @@
 
 use crate::helpers::*;
 use warden::domain::capability::{CapabilityId, LifecycleStatus, RevisionChange};
-use warden::store::capabilities::{GuardedWriteError, NewCapability};
+use warden::store::capabilities::{GuardedWriteError, NewCapability, RevisedDefinition};
 use warden::store::idempotency::{Claim, Completion};
 use warden::store::{Constraint, Store, StoreError};
 
@@ -36,6 +36,7 @@ async fn publish(
         id: id.clone(),
         name: name.into(),
         definition: "{}".into(),
+        credential_ref: None,
     };
     let completion = Completion {
         key: &key,
@@ -71,7 +72,17 @@ async fn the_store_names_the_unique_rule_that_refused_a_write(backend: Backend) 
     // A revision that takes a sibling's name is refused as such.
     let second = publish(&store, &account, "order_lines").await.unwrap();
     let renamed = store
-        .revise_capability(&account, &second, 1, "orders", "order_status", "{}")
+        .revise_capability(
+            &account,
+            &second,
+            1,
+            &RevisedDefinition {
+                domain: "orders",
+                name: "order_status",
+                definition: "{}",
+                credential_ref: None,
+            },
+        )
         .await
         .unwrap();
     assert_eq!(renamed.unwrap_err(), GuardedWriteError::NameTaken);

@@ -44,6 +44,7 @@ pub(super) async fn call(
             user_id: cx.inbound.user_id.as_deref(),
             capability: &loaded.at,
             arguments: &arguments,
+            credential: None,
         })
         .await;
     trace.timing.execution = started.elapsed();
