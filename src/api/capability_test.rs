@@ -195,7 +195,7 @@ async fn run(
             user_id: None,
             capability,
             arguments,
-            credential: Some(credential),
+            credential: credential.known(),
         })
         .await;
     let passed = |output: Value| Outcome {

@@ -30,7 +30,7 @@ use crate::domain::credential::AuthType;
 use crate::sandbox::{PolicySandbox, SandboxError, ShapedInteraction};
 use crate::signing::{ContextClaims, Signer};
 use crate::store::Store;
-use crate::store::capabilities::CredentialRead;
+use crate::store::credentials::KnownCredential;
 use crate::vault;
 use address_guard::{AddressPolicy, AddressRefused, NameLookup, SystemLookup};
 pub use failure::{CallFailure, FailureReason, FailureSummary};
@@ -54,7 +54,7 @@ pub struct Call<'a> {
     pub capability: &'a CapabilityAtRevision,
     pub arguments: &'a Value,
     /// The capability's credential, when the caller read it already.
-    pub credential: Option<&'a CredentialRead>,
+    pub credential: Option<KnownCredential<'a>>,
 }
 
 closed_set! {
@@ -208,11 +208,11 @@ impl Executor {
 
         let credential = match call.credential {
             // Read with the capability, for the reference its definition names.
-            Some(CredentialRead::Read {
+            Some(KnownCredential {
                 credential_ref,
                 row,
-            }) if *credential_ref == definition.auth.credential_ref => {
-                vault::open_stored(&self.keyring, row.as_ref())
+            }) if credential_ref == definition.auth.credential_ref => {
+                vault::open_stored(&self.keyring, row)
             }
             _ => {
                 vault::open_credential(

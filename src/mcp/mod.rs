@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::agent::catalog::{Catalog, Cataloged};
+use crate::agent::catalog::{Active, Catalog};
 use crate::clock::now_millis;
 use crate::domain::account::AccountId;
 use crate::executor::{Call, CallKind, Executor};
@@ -231,7 +231,7 @@ impl McpServer {
         }
     }
 
-    async fn tools(&self, account: &AccountId) -> Result<Arc<[Arc<Cataloged>]>, Failed> {
+    async fn tools(&self, account: &AccountId) -> Result<Active, Failed> {
         // The version first: what is listed after it is at least that new,
         // and any replica's change moves it.
         let basis = self
@@ -257,6 +257,7 @@ impl McpServer {
         }
         let active = self.tools(&exchange.account).await?;
         let tools: Vec<Value> = active
+            .capabilities
             .iter()
             .filter(|c| tools::is_tool(c))
             .map(|c| tools::tool(c, revision))
@@ -286,6 +287,7 @@ impl McpServer {
         };
         let active = self.tools(&exchange.account).await?;
         let Some(capability) = active
+            .capabilities
             .iter()
             .find(|c| tools::is_tool(c) && c.at.definition.name == name)
         else {
@@ -315,7 +317,7 @@ impl McpServer {
                 user_id: None,
                 capability: &capability.at,
                 arguments: &arguments,
-                credential: None,
+                credential: Some(active.credential_of(&capability.at)),
             })
             .await;
         let duration_ms = started.elapsed().as_millis() as i64;

@@ -4,7 +4,7 @@
 //! on the current revision, so two writers with one `If-Match` cannot both win.
 
 use super::accounts::{KeyRefusal, KeyRow};
-use super::credentials::CredentialRow;
+use super::credentials::{CredentialRow, KnownCredential};
 use super::direct::{ColumnsFrom, Param, ReadRow, from_read_row, required, word};
 use super::idempotency::{Completion, complete_in_tx};
 use super::{Constraint, Store, StoreError, StoreResult, on_pool};
@@ -125,6 +125,22 @@ pub enum CredentialRead {
         credential_ref: String,
         row: Option<CredentialRow>,
     },
+}
+
+impl CredentialRead {
+    /// The credential as the executor takes it, when it was read.
+    pub fn known(&self) -> Option<KnownCredential<'_>> {
+        match self {
+            CredentialRead::NotRead => None,
+            CredentialRead::Read {
+                credential_ref,
+                row,
+            } => Some(KnownCredential {
+                credential_ref,
+                row: row.as_ref(),
+            }),
+        }
+    }
 }
 
 /// A key's row, the capability it asks for (of the key's account) and that

@@ -47,6 +47,15 @@ impl CredentialRow {
     }
 }
 
+/// What a caller already read of the credential a capability names: its
+/// reference and the account's row of it (`None`: none is stored). The
+/// executor opens it instead of reading it again.
+#[derive(Debug, Clone, Copy)]
+pub struct KnownCredential<'a> {
+    pub credential_ref: &'a str,
+    pub row: Option<&'a CredentialRow>,
+}
+
 /// Counts reported by a re-seal of every stored secret.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ResealCounts {
@@ -66,6 +75,12 @@ const SELECT_ONE: &str = concat!(
     "SELECT ",
     columns!(),
     " FROM capability_credentials WHERE account_id = $1 AND credential_ref = $2"
+);
+
+const SELECT_ALL: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM capability_credentials WHERE account_id = $1"
 );
 
 impl Store {
@@ -137,6 +152,20 @@ impl Store {
         self.read_optional(
             SELECT_ONE,
             &[Param::Int(account.number()), Param::Text(credential_ref)],
+            CredentialRow::read,
+        )
+        .await
+    }
+
+    /// Every credential row of the account (configured or revoked), in no
+    /// particular order.
+    pub async fn account_credentials(
+        &self,
+        account: &AccountId,
+    ) -> StoreResult<Vec<CredentialRow>> {
+        self.read_all(
+            SELECT_ALL,
+            &[Param::Int(account.number())],
             CredentialRow::read,
         )
         .await

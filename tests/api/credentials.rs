@@ -253,3 +253,72 @@ async fn secrets_never_reach_the_logs(backend: Backend) {
 fn keyring() -> Keyring {
     Keyring::new(MasterKey::from_base64(MASTER_KEY).unwrap(), vec![])
 }
+
+/// A turn (and an MCP call) uses the credential rows its account's catalog
+/// read with the active capabilities, kept until the account's capability
+/// version moves: every credential write moves it (triggers), so a rotation
+/// or a revocation made on one replica reaches the next call on every
+/// replica, each of which had already called with the old secret.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_change_reaches_the_next_turn_on_every_replica(backend: Backend) {
+    use crate::helpers::fixtures::CREDENTIAL;
+    use crate::helpers::shop::Shop;
+    use crate::helpers::sql;
+    let shop = Shop::open(backend).await;
+    let replica = shop.app.replica().await;
+    let ask = json!({"user_id": "user-42", "message": {"type": "text", "body": "¿Dónde está mi pedido A-1001?"}});
+    let sent = async |app: &TestApp| {
+        let hits = shop.endpoint.hits();
+        let (status, body) = app.send_message(&shop.key, &ask).await;
+        assert_eq!(status, 200, "{body}");
+        (shop.endpoint.hits() > hits).then(|| {
+            let header = shop.endpoint.last().headers["authorization"].clone();
+            header.to_str().unwrap().to_owned()
+        })
+    };
+    let version = "SELECT capability_version FROM accounts WHERE name = 'shop'";
+    for app in [&shop.app, &replica] {
+        assert_eq!(
+            sent(app).await.as_deref(),
+            Some("Bearer endpoint-token-123")
+        );
+    }
+
+    let before = sql::integers(&shop.app, version).await;
+    let rotated = json!({"auth_type": "bearer", "secret": SECRET_2});
+    let (status, _) = shop
+        .app
+        .put_credential(&shop.key, CREDENTIAL, &rotated)
+        .await;
+    assert_eq!(status, 201);
+    let after = sql::integers(&shop.app, version).await;
+    assert!(
+        after[0] > before[0],
+        "the rotation moved the version: {before:?} → {after:?}"
+    );
+    for app in [&replica, &shop.app] {
+        assert_eq!(sent(app).await, Some(format!("Bearer {SECRET_2}")));
+    }
+
+    // Revoked on the other replica: no call is made with it anywhere.
+    assert_eq!(
+        replica.delete_credential(&shop.key, CREDENTIAL).await.0,
+        200
+    );
+    for app in [&shop.app, &replica] {
+        assert_eq!(
+            sent(app).await,
+            None,
+            "nothing sent with a revoked credential"
+        );
+    }
+    // Configured again: used again.
+    let (status, _) = replica
+        .put_credential(&shop.key, CREDENTIAL, &rotated)
+        .await;
+    assert_eq!(status, 201);
+    for app in [&shop.app, &replica] {
+        assert_eq!(sent(app).await, Some(format!("Bearer {SECRET_2}")));
+    }
+}

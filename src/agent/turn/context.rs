@@ -5,13 +5,13 @@
 //! patterned properties of the capabilities the turn may look at.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use warden_channel::inbound::InboundMessage;
 
 use super::{Engine, TurnError};
 use crate::agent::arguments::{self, Property};
-use crate::agent::catalog::Cataloged;
+use crate::agent::catalog::{Active, Cataloged};
 use crate::agent::language::{Language, Said};
 use crate::agent::patterns;
 use crate::agent::pending::{self, PendingOperation};
@@ -109,7 +109,7 @@ impl<'c> Waiting<'c> {
 /// catalog (nothing is copied per capability per turn), and the guest's
 /// verdicts for those judged, by index.
 pub(super) struct Capabilities {
-    pub active: Arc<[Arc<Cataloged>]>,
+    pub active: Active,
     pub judged: HashMap<usize, PatternMatches>,
 }
 
@@ -119,18 +119,18 @@ pub(super) static NOT_JUDGED: LazyLock<PatternMatches> = LazyLock::new(PatternMa
 impl Capabilities {
     pub fn get(&self, i: usize) -> Loaded<'_> {
         Loaded {
-            cataloged: &self.active[i],
+            cataloged: &self.active.capabilities[i],
             patterns: self.judged.get(&i).unwrap_or(&NOT_JUDGED),
         }
     }
 
     pub fn position(&self, found: impl Fn(&Cataloged) -> bool) -> Option<usize> {
-        self.active.iter().position(|c| found(c))
+        self.active.capabilities.iter().position(|c| found(c))
     }
 
     /// The planner's view, with the verdicts given so far.
     pub fn offered(&self) -> Vec<Offered<'_>> {
-        (0..self.active.len())
+        (0..self.active.capabilities.len())
             .map(|i| {
                 let c = self.get(i);
                 Offered {
@@ -307,7 +307,7 @@ pub(super) async fn judge(
     wanted: &[usize],
 ) -> HashMap<usize, PatternMatches> {
     let texts = cx.user_texts();
-    let active = &cx.capabilities.active;
+    let active = &cx.capabilities.active.capabilities;
     let asked: Vec<_> = wanted
         .iter()
         .map(|&i| (&active[i].at, active[i].input_schema_text.clone()))

@@ -44,7 +44,7 @@ pub(super) async fn call(
             user_id: cx.inbound.user_id.as_deref(),
             capability: &loaded.at,
             arguments: &arguments,
-            credential: None,
+            credential: Some(cx.capabilities.active.credential_of(&loaded.at)),
         })
         .await;
     trace.timing.execution = started.elapsed();
@@ -68,7 +68,12 @@ pub(super) async fn call(
                     ExecutionReason::Ok
                 },
             );
-            let consumers = cx.capabilities.active.iter().map(|c| &*c.at.definition);
+            let consumers = cx
+                .capabilities
+                .active
+                .capabilities
+                .iter()
+                .map(|c| &*c.at.definition);
             let (set, clear) = references::harvest(name, &result, consumers);
             let mut outcome = if empty {
                 Outcome::reply(texts::empty_result(cx.language), Reason::EmptyResult)
