@@ -2,19 +2,16 @@
 //! selects the account; missing, malformed, unknown, revoked and
 //! other-environment keys are all the same 401.
 
-use axum::extract::{FromRequestParts, Path};
+use axum::extract::FromRequestParts;
 use axum::http::header;
 use axum::http::request::Parts;
 
 use super::AppState;
 use super::admission::AccountPermit;
-use super::capabilities::CapabilityPath;
 use super::error::ApiError;
 use crate::crypto::api_key;
 use crate::domain::account::AccountId;
-use crate::domain::capability::CapabilityId;
 use crate::store::accounts::KeyRefusal;
-use crate::store::capabilities::CapabilityForCall;
 use crate::store::policy::TurnBasis;
 
 /// The authenticated caller: every `/v1/*` handler takes one. It holds the
@@ -41,7 +38,7 @@ impl FromRequestParts<AppState> for Caller {
 
 impl Caller {
     /// The caller of an accepted key, holding its account's place.
-    fn admitted(state: &AppState, account: AccountId) -> Result<Self, ApiError> {
+    pub(super) fn admitted(state: &AppState, account: AccountId) -> Result<Self, ApiError> {
         Ok(Caller {
             account,
             _admitted: state.admission.admit_account(account)?,
@@ -50,7 +47,7 @@ impl Caller {
 }
 
 /// The 401 of a refused key (every refusal is the same on the wire).
-fn refused(refusal: KeyRefusal) -> ApiError {
+pub(super) fn refused(refusal: KeyRefusal) -> ApiError {
     tracing::info!(?refusal, "API key refused");
     ApiError::Unauthorized
 }
@@ -77,49 +74,6 @@ impl FromRequestParts<AppState> for TurnCaller {
         Ok(TurnCaller {
             caller: Caller::admitted(state, account)?,
             basis,
-        })
-    }
-}
-
-/// The caller of a contract test with the capability its path names and
-/// that capability's credential, read in the same statement as the key (two
-/// round trips fewer on PostgreSQL). `capability` is `None` when the
-/// account has no such capability or the id is malformed: the handler's
-/// 404, after the key was judged as on every route.
-#[derive(Debug)]
-pub struct CapabilityCaller {
-    pub caller: Caller,
-    pub capability: Option<CapabilityForCall>,
-}
-
-impl FromRequestParts<AppState> for CapabilityCaller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer_token(parts).ok_or(ApiError::Unauthorized)?;
-        let key_hash = api_key::hash(token);
-        let id = Path::<CapabilityPath>::from_request_parts(parts, state)
-            .await
-            .ok()
-            .and_then(|Path(path)| CapabilityId::parse(&path.capability_id));
-        let (account, capability) = match id {
-            Some(id) => state
-                .store
-                .authenticate_for_call(&key_hash, &state.environment, &id)
-                .await?
-                .map_err(refused)?,
-            None => (
-                state
-                    .store
-                    .authenticate(&key_hash, &state.environment)
-                    .await?
-                    .map_err(refused)?,
-                None,
-            ),
-        };
-        Ok(CapabilityCaller {
-            caller: Caller::admitted(state, account)?,
-            capability,
         })
     }
 }

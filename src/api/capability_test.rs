@@ -8,16 +8,19 @@
 //! recorded like any other (docs/contract-decisions.md).
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::auth::{Caller, CapabilityCaller};
+use super::auth::{Caller, bearer_token, refused};
 use super::capabilities::{CapabilityPath, NOT_FOUND, RecordedTest};
 use super::error::{ApiError, FlatError, Violation};
 use super::json_body::JsonBody;
 use crate::clock::now_millis;
+use crate::crypto::api_key;
+use crate::domain::capability::CapabilityId;
 use crate::executor::{
     CallFailure, CallResult, CapabilityAtRevision, FailureReason, FailureSummary,
 };
@@ -108,6 +111,49 @@ impl Outcome {
             http_status: None,
             attempts: 0,
         }
+    }
+}
+
+/// The caller of a contract test with the capability its path names and
+/// that capability's credential, read in the same statement as the key (two
+/// round trips fewer on PostgreSQL). `capability` is `None` when the
+/// account has no such capability or the id is malformed: the handler's
+/// 404, after the key was judged as on every route.
+#[derive(Debug)]
+pub struct CapabilityCaller {
+    pub caller: Caller,
+    pub capability: Option<CapabilityForCall>,
+}
+
+impl FromRequestParts<AppState> for CapabilityCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = bearer_token(parts).ok_or(ApiError::Unauthorized)?;
+        let key_hash = api_key::hash(token);
+        let id = Path::<CapabilityPath>::from_request_parts(parts, state)
+            .await
+            .ok()
+            .and_then(|Path(path)| CapabilityId::parse(&path.capability_id));
+        let (account, capability) = match id {
+            Some(id) => state
+                .store
+                .authenticate_for_call(&key_hash, &state.environment, &id)
+                .await?
+                .map_err(refused)?,
+            None => (
+                state
+                    .store
+                    .authenticate(&key_hash, &state.environment)
+                    .await?
+                    .map_err(refused)?,
+                None,
+            ),
+        };
+        Ok(CapabilityCaller {
+            caller: Caller::admitted(state, account)?,
+            capability,
+        })
     }
 }
 
