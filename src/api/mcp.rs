@@ -21,7 +21,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
 use super::AppState;
-use super::auth::{Caller, bearer_token};
+use super::auth::{Caller, bearer_token, refused};
 use super::error::{ApiError, ProtocolAnswer};
 use crate::crypto::api_key;
 use crate::mcp::protocol::{Header, Headers};
@@ -46,6 +46,32 @@ impl FromRequestParts<AppState> for AllowedOrigin {
                 }
             },
         }
+    }
+}
+
+/// The caller of an MCP request with its account's capability version, read
+/// in the same statement as the key (a round trip fewer on PostgreSQL): the
+/// version the catalog's tool set is taken at, as of the request's arrival
+/// (as for a message's turn, docs/contract-decisions.md).
+pub struct McpCaller {
+    caller: Caller,
+    capability_version: i64,
+}
+
+impl FromRequestParts<AppState> for McpCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = bearer_token(parts).ok_or(ApiError::Unauthorized)?;
+        let (account, capability_version) = state
+            .store
+            .authenticate_with_capability_version(&api_key::hash(token), &state.environment)
+            .await?
+            .map_err(refused)?;
+        Ok(McpCaller {
+            caller: Caller::admitted(state, account)?,
+            capability_version,
+        })
     }
 }
 
@@ -145,7 +171,7 @@ pub struct JsonRpcErrorObject {
 pub async fn mcp(
     State(app): State<AppState>,
     _origin: AllowedOrigin,
-    caller: Caller,
+    caller: McpCaller,
     request: Request,
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
@@ -159,7 +185,8 @@ pub async fn mcp(
     let answer = app
         .mcp
         .answer(Exchange {
-            account: caller.account,
+            account: caller.caller.account,
+            capability_version: caller.capability_version,
             key_hash: &key_hash,
             headers: mcp_headers(&parts.headers),
             body: &bytes,

@@ -84,6 +84,9 @@ impl From<&crate::cli::McpArgs> for McpConfig {
 /// the key's hash (for the audit record), the MCP headers, the body.
 pub struct Exchange<'a> {
     pub account: AccountId,
+    /// The account's capability version, read with the key: the catalog's
+    /// tool set is taken at it (at least as new).
+    pub capability_version: i64,
     pub key_hash: &'a str,
     pub headers: Headers,
     pub body: &'a [u8],
@@ -231,16 +234,11 @@ impl McpServer {
         }
     }
 
-    async fn tools(&self, account: &AccountId) -> Result<Active, Failed> {
-        // The version first: what is listed after it is at least that new,
-        // and any replica's change moves it.
-        let basis = self
-            .store
-            .turn_basis(account)
-            .await
-            .map_err(Failed::store)?;
+    async fn tools(&self, exchange: &Exchange<'_>) -> Result<Active, Failed> {
+        // The version was read with the key: what is listed after it is at
+        // least that new, and any replica's change moves it.
         self.catalog
-            .active(&self.store, account, basis.capability_version)
+            .active(&self.store, &exchange.account, exchange.capability_version)
             .await
             .map_err(Failed::store)
     }
@@ -255,7 +253,7 @@ impl McpServer {
         if incoming.params.get("cursor").is_some_and(|c| !c.is_null()) {
             return Err(Failed::params("unknown cursor: tools/list has one page"));
         }
-        let active = self.tools(&exchange.account).await?;
+        let active = self.tools(exchange).await?;
         let tools: Vec<Value> = active
             .capabilities
             .iter()
@@ -285,7 +283,7 @@ impl McpServer {
             Some(object @ Value::Object(_)) => object.clone(),
             Some(_) => return Err(Failed::params("arguments must be an object")),
         };
-        let active = self.tools(&exchange.account).await?;
+        let active = self.tools(exchange).await?;
         let Some(capability) = active
             .capabilities
             .iter()

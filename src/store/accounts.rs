@@ -62,6 +62,26 @@ impl KeyAndBasisRow {
     }
 }
 
+/// A key's row and its account's capability version, in one statement: an
+/// MCP request needs both before anything else (the version keys the
+/// catalog's tool set), and on PostgreSQL each statement is a round trip.
+struct KeyAndVersionRow {
+    key: KeyRow,
+    capability_version: i64,
+}
+
+impl KeyAndVersionRow {
+    const SELECT: &str = "SELECT k.account_id, k.environment, k.revoked_at, a.capability_version \
+                          FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = $1";
+
+    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+        Ok(KeyAndVersionRow {
+            key: KeyRow::read(row)?,
+            capability_version: required(row.int(3)?, 3)?,
+        })
+    }
+}
+
 /// Why a presented key was refused; all of these are a 401 on the wire.
 #[derive(Debug, PartialEq, Eq)]
 pub enum KeyRefusal {
@@ -184,6 +204,30 @@ impl Store {
             Ok(account) => Ok((account, row.basis.basis()?)),
             Err(refusal) => Err(refusal),
         })
+    }
+
+    /// [`Self::authenticate`] and the key's account's capability version
+    /// (`TurnBasis::capability_version`) as of the same moment, in one
+    /// statement.
+    pub async fn authenticate_with_capability_version(
+        &self,
+        key_hash: &str,
+        environment: &str,
+    ) -> StoreResult<Result<(AccountId, i64), KeyRefusal>> {
+        let row = self
+            .read_optional(
+                KeyAndVersionRow::SELECT,
+                &[Param::Text(key_hash)],
+                KeyAndVersionRow::read,
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(Err(KeyRefusal::Unknown));
+        };
+        Ok(row
+            .key
+            .judge(environment)
+            .map(|account| (account, row.capability_version)))
     }
 }
 

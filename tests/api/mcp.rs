@@ -449,6 +449,40 @@ async fn a_disabled_capability_is_gone_at_once_on_every_replica(backend: Backend
     assert_eq!(order_status_hits(&shop), 2, "no call after the disable");
 }
 
+/// A tool call opens the credential row its replica's catalog read with the
+/// tool set, at the capability version read with the key: a rotation on one
+/// replica reaches the next call on the other, whose set was warm.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_credential_reaches_the_next_tool_call_on_every_replica(backend: Backend) {
+    let shop = Shop::open(backend).await;
+    let replica = shop.app.replica().await;
+    let key = shop.key.as_str();
+    let sent = async |app: &TestApp| {
+        let (_, answer) = call(app, key, "order_status", json!({"order": "A-1001"})).await;
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        let header = shop.endpoint.last().headers["authorization"].clone();
+        header.to_str().unwrap().to_owned()
+    };
+    for app in [&shop.app, &replica] {
+        assert_eq!(sent(app).await, "Bearer endpoint-token-123");
+    }
+    let rotated = json!({"auth_type": "bearer", "secret": "rotated-token-456"});
+    let (status, _) = shop.app.put_credential(key, CREDENTIAL, &rotated).await;
+    assert_eq!(status, 201);
+    for app in [&replica, &shop.app] {
+        assert_eq!(sent(app).await, "Bearer rotated-token-456");
+    }
+    // Revoked: the call fails as not configured, and nothing is sent.
+    assert_eq!(shop.app.delete_credential(key, CREDENTIAL).await.0, 200);
+    let hits = shop.endpoint.hits();
+    for app in [&replica, &shop.app] {
+        let (_, answer) = call(app, key, "order_status", json!({"order": "A-1001"})).await;
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+    }
+    assert_eq!(shop.endpoint.hits(), hits);
+}
+
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_endpoint_receives_a_signature_the_independent_implementation_verifies(
