@@ -11,6 +11,7 @@ use super::admission::AccountPermit;
 use super::error::ApiError;
 use crate::crypto::api_key;
 use crate::domain::account::AccountId;
+use crate::store::StoreResult;
 use crate::store::accounts::KeyRefusal;
 use crate::store::policy::TurnBasis;
 
@@ -27,27 +28,43 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer_token(parts).ok_or(ApiError::Unauthorized)?;
-        let account = state
-            .store
-            .authenticate(&api_key::hash(token), &state.environment)
-            .await?;
-        Caller::admitted(state, account.map_err(refused)?)
+        let (caller, ()) = Caller::authenticate(parts, state, |key_hash| async move {
+            let judged = state
+                .store
+                .authenticate(&key_hash, &state.environment)
+                .await?;
+            Ok(judged.map(|account| (account, ())))
+        })
+        .await?;
+        Ok(caller)
     }
 }
 
 impl Caller {
-    /// The caller of an accepted key, holding its account's place.
-    pub(super) fn admitted(state: &AppState, account: AccountId) -> Result<Self, ApiError> {
-        Ok(Caller {
+    /// Every caller extractor's one shape: the bearer key (missing or
+    /// malformed is the 401 before any read), then `authenticate` with its
+    /// hash (one store read that judges the key and joins what the route
+    /// needs of its account), a refusal's 401, and the account's place.
+    pub(super) async fn authenticate<Joined, Read>(
+        parts: &Parts,
+        state: &AppState,
+        authenticate: impl FnOnce(String) -> Read,
+    ) -> Result<(Self, Joined), ApiError>
+    where
+        Read: Future<Output = StoreResult<Result<(AccountId, Joined), KeyRefusal>>>,
+    {
+        let token = bearer_token(parts).ok_or(ApiError::Unauthorized)?;
+        let (account, joined) = authenticate(api_key::hash(token)).await?.map_err(refused)?;
+        let caller = Caller {
             account,
             _admitted: state.admission.admit_account(account)?,
-        })
+        };
+        Ok((caller, joined))
     }
 }
 
 /// The 401 of a refused key (every refusal is the same on the wire).
-pub(super) fn refused(refusal: KeyRefusal) -> ApiError {
+fn refused(refusal: KeyRefusal) -> ApiError {
     tracing::info!(?refusal, "API key refused");
     ApiError::Unauthorized
 }
@@ -65,16 +82,14 @@ impl FromRequestParts<AppState> for TurnCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer_token(parts).ok_or(ApiError::Unauthorized)?;
-        let (account, basis) = state
-            .store
-            .authenticate_for_turn(&api_key::hash(token), &state.environment)
-            .await?
-            .map_err(refused)?;
-        Ok(TurnCaller {
-            caller: Caller::admitted(state, account)?,
-            basis,
+        let (caller, basis) = Caller::authenticate(parts, state, |key_hash| async move {
+            state
+                .store
+                .authenticate_for_turn(&key_hash, &state.environment)
+                .await
         })
+        .await?;
+        Ok(TurnCaller { caller, basis })
     }
 }
 

@@ -14,12 +14,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::auth::{Caller, bearer_token, refused};
+use super::auth::Caller;
 use super::capabilities::{CapabilityPath, NOT_FOUND, RecordedTest};
 use super::error::{ApiError, FlatError, Violation};
 use super::json_body::JsonBody;
 use crate::clock::now_millis;
-use crate::crypto::api_key;
 use crate::domain::capability::CapabilityId;
 use crate::executor::{
     CallFailure, CallResult, CapabilityAtRevision, FailureReason, FailureSummary,
@@ -129,31 +128,26 @@ impl FromRequestParts<AppState> for CapabilityCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer_token(parts).ok_or(ApiError::Unauthorized)?;
-        let key_hash = api_key::hash(token);
         let id = Path::<CapabilityPath>::from_request_parts(parts, state)
             .await
             .ok()
             .and_then(|Path(path)| CapabilityId::parse(&path.capability_id));
-        let (account, capability) = match id {
-            Some(id) => state
-                .store
-                .authenticate_for_call(&key_hash, &state.environment, &id)
-                .await?
-                .map_err(refused)?,
-            None => (
-                state
-                    .store
-                    .authenticate(&key_hash, &state.environment)
-                    .await?
-                    .map_err(refused)?,
-                None,
-            ),
-        };
-        Ok(CapabilityCaller {
-            caller: Caller::admitted(state, account)?,
-            capability,
+        let (caller, capability) = Caller::authenticate(parts, state, |key_hash| async move {
+            let (store, environment) = (&state.store, &state.environment);
+            match id {
+                Some(id) => {
+                    store
+                        .authenticate_for_call(&key_hash, environment, &id)
+                        .await
+                }
+                None => {
+                    let judged = store.authenticate(&key_hash, environment).await?;
+                    Ok(judged.map(|account| (account, None)))
+                }
+            }
         })
+        .await?;
+        Ok(CapabilityCaller { caller, capability })
     }
 }
 

@@ -21,7 +21,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
 use super::AppState;
-use super::auth::{Caller, bearer_token, refused};
+use super::auth::{Caller, bearer_token};
 use super::error::{ApiError, ProtocolAnswer};
 use crate::crypto::api_key;
 use crate::mcp::protocol::{Header, Headers};
@@ -62,14 +62,15 @@ impl FromRequestParts<AppState> for McpCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer_token(parts).ok_or(ApiError::Unauthorized)?;
-        let (account, capability_version) = state
-            .store
-            .authenticate_with_capability_version(&api_key::hash(token), &state.environment)
-            .await?
-            .map_err(refused)?;
+        let (caller, capability_version) =
+            Caller::authenticate(parts, state, |key_hash| async move {
+                (state.store)
+                    .authenticate_with_capability_version(&key_hash, &state.environment)
+                    .await
+            })
+            .await?;
         Ok(McpCaller {
-            caller: Caller::admitted(state, account)?,
+            caller,
             capability_version,
         })
     }

@@ -40,46 +40,45 @@ impl KeyRow {
     }
 }
 
-/// A key's row and its account's [`TurnBasis`] columns, in one statement:
-/// a message's turn needs both before anything else, and on PostgreSQL
-/// each statement is a round trip.
-struct KeyAndBasisRow {
-    key: KeyRow,
-    basis: TurnBasisRow,
+/// A key's row and, from the same statement, what a route needs of the
+/// key's account before anything else: on PostgreSQL each statement is a
+/// round trip, so each route joins its needs to the key's lookup.
+pub(super) struct KeyAnd<T> {
+    pub(super) key: KeyRow,
+    pub(super) joined: T,
 }
 
-impl KeyAndBasisRow {
-    const SELECT: &str = "SELECT k.account_id, k.environment, k.revoked_at, \
-                          a.capability_version, p.policy, p.revision, p.updated_at FROM api_keys k \
-                          JOIN accounts a ON a.id = k.account_id \
-                          LEFT JOIN agent_policies p ON p.account_id = k.account_id WHERE k.key_hash = $1";
-
-    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
-        Ok(KeyAndBasisRow {
-            key: KeyRow::read(row)?,
-            basis: TurnBasisRow::read_from(row, 3)?,
-        })
-    }
+/// The key alone.
+fn read_key_alone(row: &dyn ReadRow) -> StoreResult<KeyAnd<()>> {
+    Ok(KeyAnd {
+        key: KeyRow::read(row)?,
+        joined: (),
+    })
 }
 
-/// A key's row and its account's capability version, in one statement: an
-/// MCP request needs both before anything else (the version keys the
-/// catalog's tool set), and on PostgreSQL each statement is a round trip.
-struct KeyAndVersionRow {
-    key: KeyRow,
-    capability_version: i64,
+/// The key and its account's [`TurnBasis`] columns: a message's turn.
+const KEY_AND_BASIS: &str = "SELECT k.account_id, k.environment, k.revoked_at, \
+                             a.capability_version, p.policy, p.revision, p.updated_at FROM api_keys k \
+                             JOIN accounts a ON a.id = k.account_id \
+                             LEFT JOIN agent_policies p ON p.account_id = k.account_id WHERE k.key_hash = $1";
+
+fn read_key_and_basis(row: &dyn ReadRow) -> StoreResult<KeyAnd<TurnBasisRow>> {
+    Ok(KeyAnd {
+        key: KeyRow::read(row)?,
+        joined: TurnBasisRow::read_from(row, 3)?,
+    })
 }
 
-impl KeyAndVersionRow {
-    const SELECT: &str = "SELECT k.account_id, k.environment, k.revoked_at, a.capability_version \
-                          FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = $1";
+/// The key and its account's capability version: an MCP request (the
+/// version keys the catalog's tool set).
+const KEY_AND_VERSION: &str = "SELECT k.account_id, k.environment, k.revoked_at, a.capability_version \
+                               FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = $1";
 
-    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
-        Ok(KeyAndVersionRow {
-            key: KeyRow::read(row)?,
-            capability_version: required(row.int(3)?, 3)?,
-        })
-    }
+fn read_key_and_version(row: &dyn ReadRow) -> StoreResult<KeyAnd<i64>> {
+    Ok(KeyAnd {
+        key: KeyRow::read(row)?,
+        joined: required(row.int(3)?, 3)?,
+    })
 }
 
 /// Why a presented key was refused; all of these are a 401 on the wire.
@@ -177,10 +176,15 @@ impl Store {
         key_hash: &str,
         environment: &str,
     ) -> StoreResult<Result<AccountId, KeyRefusal>> {
-        let row = self
-            .read_optional(KeyRow::SELECT, &[Param::Text(key_hash)], KeyRow::read)
+        let judged = self
+            .authenticate_joined(
+                KeyRow::SELECT,
+                &[Param::Text(key_hash)],
+                read_key_alone,
+                environment,
+            )
             .await?;
-        Ok(row.map_or(Err(KeyRefusal::Unknown), |row| row.judge(environment)))
+        Ok(judged.map(|(account, ())| account))
     }
 
     /// [`Self::authenticate`] and, for the key's account, the turn's basis
@@ -190,18 +194,16 @@ impl Store {
         key_hash: &str,
         environment: &str,
     ) -> StoreResult<Result<(AccountId, TurnBasis), KeyRefusal>> {
-        let row = self
-            .read_optional(
-                KeyAndBasisRow::SELECT,
+        let judged = self
+            .authenticate_joined(
+                KEY_AND_BASIS,
                 &[Param::Text(key_hash)],
-                KeyAndBasisRow::read,
+                read_key_and_basis,
+                environment,
             )
             .await?;
-        let Some(row) = row else {
-            return Ok(Err(KeyRefusal::Unknown));
-        };
-        Ok(match row.key.judge(environment) {
-            Ok(account) => Ok((account, row.basis.basis()?)),
+        Ok(match judged {
+            Ok((account, basis)) => Ok((account, basis.basis()?)),
             Err(refusal) => Err(refusal),
         })
     }
@@ -214,20 +216,32 @@ impl Store {
         key_hash: &str,
         environment: &str,
     ) -> StoreResult<Result<(AccountId, i64), KeyRefusal>> {
-        let row = self
-            .read_optional(
-                KeyAndVersionRow::SELECT,
-                &[Param::Text(key_hash)],
-                KeyAndVersionRow::read,
-            )
-            .await?;
-        let Some(row) = row else {
+        self.authenticate_joined(
+            KEY_AND_VERSION,
+            &[Param::Text(key_hash)],
+            read_key_and_version,
+            environment,
+        )
+        .await
+    }
+
+    /// The one shape of every `authenticate*`: `sql` reads the key (`$1`,
+    /// its hash) and what the route joins to it; no row is an unknown key;
+    /// the joined part is handed on only when the key admits `environment`.
+    pub(super) async fn authenticate_joined<T>(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        decode: fn(&dyn ReadRow) -> StoreResult<KeyAnd<T>>,
+        environment: &str,
+    ) -> StoreResult<Result<(AccountId, T), KeyRefusal>> {
+        let Some(row) = self.read_optional(sql, params, decode).await? else {
             return Ok(Err(KeyRefusal::Unknown));
         };
         Ok(row
             .key
             .judge(environment)
-            .map(|account| (account, row.capability_version)))
+            .map(|account| (account, row.joined)))
     }
 }
 

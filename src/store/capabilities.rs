@@ -3,7 +3,7 @@
 //! record, or nothing); revisions and state transitions are compare-and-set
 //! on the current revision, so two writers with one `If-Match` cannot both win.
 
-use super::accounts::{KeyRefusal, KeyRow};
+use super::accounts::{KeyAnd, KeyRefusal, KeyRow};
 use super::credentials::{CredentialRow, KnownCredential};
 use super::direct::{ColumnsFrom, Param, ReadRow, from_read_row, required, word};
 use super::idempotency::{Completion, complete_in_tx};
@@ -147,10 +147,7 @@ impl CredentialRead {
 /// capability's credential, in one statement: a contract test needs all
 /// three before anything else, and on PostgreSQL each statement is a round
 /// trip. Both joins are by primary key.
-struct KeyAndCapabilityRow {
-    key: KeyRow,
-    capability: Option<CapabilityForCall>,
-}
+struct KeyAndCapabilityRow;
 
 impl KeyAndCapabilityRow {
     const SELECT: &str = "SELECT k.account_id, k.environment, k.revoked_at, \
@@ -167,7 +164,7 @@ impl KeyAndCapabilityRow {
     const CREDENTIAL_REF: usize = 11;
     const CREDENTIAL: usize = 12;
 
-    fn read(row: &dyn ReadRow) -> StoreResult<Self> {
+    fn read(row: &dyn ReadRow) -> StoreResult<KeyAnd<Option<CapabilityForCall>>> {
         let key = KeyRow::read(row)?;
         let capability = match row.text(Self::CAPABILITY)? {
             None => None,
@@ -191,7 +188,10 @@ impl KeyAndCapabilityRow {
                 },
             }),
         };
-        Ok(KeyAndCapabilityRow { key, capability })
+        Ok(KeyAnd {
+            key,
+            joined: capability,
+        })
     }
 }
 
@@ -310,20 +310,13 @@ impl Store {
         environment: &str,
         id: &CapabilityId,
     ) -> StoreResult<Result<(AccountId, Option<CapabilityForCall>), KeyRefusal>> {
-        let row = self
-            .read_optional(
-                KeyAndCapabilityRow::SELECT,
-                &[Param::Text(key_hash), Param::Text(id.as_str())],
-                KeyAndCapabilityRow::read,
-            )
-            .await?;
-        let Some(row) = row else {
-            return Ok(Err(KeyRefusal::Unknown));
-        };
-        Ok(row
-            .key
-            .judge(environment)
-            .map(|account| (account, row.capability)))
+        self.authenticate_joined(
+            KeyAndCapabilityRow::SELECT,
+            &[Param::Text(key_hash), Param::Text(id.as_str())],
+            KeyAndCapabilityRow::read,
+            environment,
+        )
+        .await
     }
 
     /// The revision history of one of the account's capabilities, oldest
