@@ -93,7 +93,7 @@ impl FromRequestParts<AppState> for TurnCaller {
     }
 }
 
-pub(super) fn bearer_token(parts: &Parts) -> Option<&str> {
+fn bearer_token(parts: &Parts) -> Option<&str> {
     let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();

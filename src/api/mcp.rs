@@ -21,9 +21,8 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
 use super::AppState;
-use super::auth::{Caller, bearer_token};
+use super::auth::Caller;
 use super::error::{ApiError, ProtocolAnswer};
-use crate::crypto::api_key;
 use crate::mcp::protocol::{Header, Headers};
 use crate::mcp::{Answer, Exchange, MAX_BODY_BYTES, Status};
 
@@ -56,22 +55,26 @@ impl FromRequestParts<AppState> for AllowedOrigin {
 pub struct McpCaller {
     caller: Caller,
     capability_version: i64,
+    /// The key's hash, kept for the exchange (its sessions are the key's).
+    key_hash: String,
 }
 
 impl FromRequestParts<AppState> for McpCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let (caller, capability_version) =
+        let (caller, (capability_version, key_hash)) =
             Caller::authenticate(parts, state, |key_hash| async move {
-                (state.store)
+                let read = (state.store)
                     .authenticate_with_capability_version(&key_hash, &state.environment)
-                    .await
+                    .await;
+                read.map(|judged| judged.map(|(account, version)| (account, (version, key_hash))))
             })
             .await?;
         Ok(McpCaller {
             caller,
             capability_version,
+            key_hash,
         })
     }
 }
@@ -181,14 +184,13 @@ pub async fn mcp(
             "the content type must be application/json".into(),
         ));
     }
-    let key_hash = api_key::hash(bearer_token(&parts).ok_or(ApiError::Unauthorized)?);
     let bytes = read_bounded(&parts.headers, body).await?;
     let answer = app
         .mcp
         .answer(Exchange {
             account: caller.caller.account,
             capability_version: caller.capability_version,
-            key_hash: &key_hash,
+            key_hash: &caller.key_hash,
             headers: mcp_headers(&parts.headers),
             body: &bytes,
         })

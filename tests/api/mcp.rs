@@ -105,6 +105,13 @@ fn names(list: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Calls `order_status` for A-1001 and asserts its tool result is (or is
+/// not) an error.
+async fn order_status_answers(app: &TestApp, key: &str, is_error: bool) {
+    let (_, answer) = call(app, key, "order_status", json!({"order": "A-1001"})).await;
+    assert_eq!(answer["result"]["isError"], is_error, "{answer}");
+}
+
 async fn calls_of(app: &TestApp, account: &str) -> Vec<Value> {
     let listed = app
         .admin(AdminCommand::Mcp(McpCommand::Calls {
@@ -417,8 +424,7 @@ async fn a_disabled_capability_is_gone_at_once_on_every_replica(backend: Backend
     for app in [&shop.app, &replica] {
         let (_, list) = modern(app, key, "tools/list", json!({})).await;
         assert!(names(&list).contains(&"order_status".to_owned()));
-        let (_, answer) = call(app, key, "order_status", json!({"order": "A-1001"})).await;
-        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        order_status_answers(app, key, false).await;
     }
     let (status, _) = shop
         .app
@@ -459,8 +465,7 @@ async fn a_rotated_credential_reaches_the_next_tool_call_on_every_replica(backen
     let replica = shop.app.replica().await;
     let key = shop.key.as_str();
     let sent = async |app: &TestApp| {
-        let (_, answer) = call(app, key, "order_status", json!({"order": "A-1001"})).await;
-        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        order_status_answers(app, key, false).await;
         let header = shop.endpoint.last().headers["authorization"].clone();
         header.to_str().unwrap().to_owned()
     };
@@ -477,8 +482,7 @@ async fn a_rotated_credential_reaches_the_next_tool_call_on_every_replica(backen
     assert_eq!(shop.app.delete_credential(key, CREDENTIAL).await.0, 200);
     let hits = shop.endpoint.hits();
     for app in [&replica, &shop.app] {
-        let (_, answer) = call(app, key, "order_status", json!({"order": "A-1001"})).await;
-        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        order_status_answers(app, key, true).await;
     }
     assert_eq!(shop.endpoint.hits(), hits);
 }
