@@ -197,7 +197,7 @@ pub async fn test_capability(
         Ok(arguments) => run(&app, &caller, &capability, &credential, &arguments).await?,
     };
     let record = TestRecord {
-        id: format!("ctest_{}", uuid::Uuid::new_v4().simple()),
+        id: format!("ctest_{}", crate::domain::id::random_uuid().simple()),
         capability_id: row.id.clone(),
         revision: row.revision,
         status: outcome.status,

@@ -25,7 +25,7 @@ use tracing::Instrument;
 const UNMATCHED: &str = "unmatched";
 
 pub async fn request_log(request: Request, next: Next) -> Response {
-    let id = uuid::Uuid::new_v4().simple().to_string();
+    let id = crate::domain::id::random_uuid().simple().to_string();
     let observed = crate::metrics::handle().is_some() || crate::trace_context::enabled();
     let route = observed
         .then(|| request.extensions().get::<MatchedPath>().cloned())

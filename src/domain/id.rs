@@ -30,6 +30,13 @@ pub fn random_id(prefix: &str) -> String {
     id
 }
 
+/// A random (version 4) UUID from the same generator: `Uuid::new_v4`
+/// makes a getrandom system call per id, one of three a contract test
+/// made (docs/benchmarks.md, "System calls per request").
+pub fn random_uuid() -> uuid::Uuid {
+    uuid::Builder::from_random_bytes(rand::thread_rng().r#gen()).into_uuid()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,6 +48,14 @@ mod tests {
         assert!(id.starts_with("conv_"));
         assert!(id[5..].bytes().all(|b| ALPHABET.contains(&b)), "{id}");
         assert_ne!(random_id("conv_"), random_id("conv_"));
+    }
+
+    #[test]
+    fn uuids_are_random_version_4() {
+        let id = random_uuid();
+        assert_eq!(id.get_version(), Some(uuid::Version::Random));
+        assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
+        assert_ne!(random_uuid(), id);
     }
 
     /// Every character about equally often: a byte taken modulo the

@@ -158,7 +158,9 @@ impl Signer {
         })
         .expect("claims serialize");
         let mut nonce = [0u8; 16];
-        rand::rngs::OsRng.fill_bytes(&mut nonce);
+        // The thread's CSPRNG (seeded from the OS), not a getrandom system
+        // call per signature.
+        rand::thread_rng().fill_bytes(&mut nonce);
         let digest = http_signature::content_digest(body);
         let params = http_signature::signature_params(
             created,
