@@ -18,6 +18,15 @@ use super::PolicySandbox;
 /// most about 6 ms).
 pub(super) const INLINE_BUDGET: Duration = Duration::from_millis(2);
 
+/// The CPU time an overrun call must have used on its thread for its
+/// schema to be remembered as slow: a quarter of the budget. The budget is
+/// kept by wall-clock epoch ticks, so a call is also stopped when its
+/// thread waited for a CPU (cores shared by more runnable threads, under
+/// load); a warm call that was uses its 10–100 µs, a slow schema's call
+/// this much unless its thread had less than a quarter of a CPU meanwhile
+/// (then it is asked again on the pool, and tried inline again next time).
+const SLOW_CALL_CPU: Duration = Duration::from_micros(500);
+
 /// Inputs (schema text, arguments, endpoint result, candidates) larger than
 /// this go to the blocking pool at once: their call is not short.
 pub(super) const INLINE_INPUT_BYTES: usize = 16 << 10;
@@ -75,10 +84,11 @@ impl PolicySandbox {
         if short && !self.is_slow(&scope, &schema_key) {
             let span = guest_span(export);
             let started = Instant::now();
+            let cpu = ThreadCpu::start();
             match call(&self.inline, &scope, &schema_key) {
                 Err(SandboxError::OverBudget(_)) => {
                     drop(span);
-                    self.mark_slow(export, &scope, &schema_key);
+                    self.overran(export, &scope, &schema_key, cpu);
                 }
                 answer => {
                     drop(span);
@@ -98,14 +108,67 @@ impl PolicySandbox {
             .unwrap_or(true)
     }
 
-    /// Remembers that a call on `schema_key` overran [`INLINE_BUDGET`].
-    pub(super) fn mark_slow(&self, export: &'static str, scope: &str, schema_key: &str) {
-        tracing::debug!(export, schema_key, budget = ?INLINE_BUDGET,
+    /// A call on `schema_key` overran [`INLINE_BUDGET`]: its schema is
+    /// remembered as slow when the call used its thread's CPU for
+    /// [`SLOW_CALL_CPU`] (or the thread's clock cannot tell), not when the
+    /// thread was only waiting for a CPU meanwhile.
+    pub(super) fn overran(
+        &self,
+        export: &'static str,
+        scope: &str,
+        schema_key: &str,
+        cpu: ThreadCpu,
+    ) {
+        let used = cpu.used();
+        if used.is_some_and(|used| used < SLOW_CALL_CPU) {
+            tracing::debug!(export, schema_key, budget = ?INLINE_BUDGET, cpu = ?used,
+                "a guest call was stopped at its inline budget while its thread waited for a CPU; \
+                 asked again on the blocking pool, its schema not remembered as slow");
+            return;
+        }
+        tracing::debug!(export, schema_key, budget = ?INLINE_BUDGET, cpu = ?used,
             "a guest call overran its inline budget; its schema now goes to the blocking pool");
         if let Ok(mut slow) = self.slow.lock() {
             slow.insert(scope, schema_key);
         }
     }
+}
+
+/// The CPU time the calling thread had used when a call began
+/// (`CLOCK_THREAD_CPUTIME_ID`; one system call, not in the vDSO).
+pub(super) struct ThreadCpu(Option<Duration>);
+
+impl ThreadCpu {
+    pub(super) fn start() -> ThreadCpu {
+        ThreadCpu(thread_cpu_time())
+    }
+
+    /// The CPU time this thread has used since [`Self::start`], on the same
+    /// thread; `None` when its clock cannot be read.
+    pub(super) fn used(&self) -> Option<Duration> {
+        Some(thread_cpu_time()?.saturating_sub(self.0?))
+    }
+}
+
+#[cfg(unix)]
+fn thread_cpu_time() -> Option<Duration> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec for the call's duration.
+    let read = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    (read == 0).then(|| {
+        Duration::new(
+            u64::try_from(now.tv_sec).unwrap_or(0),
+            u32::try_from(now.tv_nsec).unwrap_or(0),
+        )
+    })
+}
+
+#[cfg(not(unix))]
+fn thread_cpu_time() -> Option<Duration> {
+    None
 }
 
 /// One guest call on the blocking pool.

@@ -11,7 +11,12 @@
 //! full deadline (guest calls are pure, so the second run answers as the
 //! first would have). Its schema is then remembered as slow
 //! and goes to the pool directly, so a tenant's slow schema or catastrophic
-//! pattern costs a runtime thread one budget, not one per call. Every other
+//! pattern costs a runtime thread one budget, not one per call. Slow means
+//! the call used its thread's CPU for most of the budget: one stopped
+//! because its thread waited for a CPU (the budget is kept in wall-clock
+//! ticks) is asked again on the pool without marking its schema, which
+//! would otherwise send every later call of a quick schema to the pool
+//! after one busy moment. Every other
 //! call runs on the blocking pool, so a guest at its deadline never holds
 //! up a runtime thread.
 //!
@@ -265,6 +270,7 @@ fn violations_of(verdict: Result<(), Vec<Violation>>) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn sandbox() -> PolicySandbox {
         PolicySandbox::load(&SandboxArgs {
@@ -288,6 +294,45 @@ mod tests {
             property: "code".into(),
             candidates: candidates.iter().map(|c| (*c).to_owned()).collect(),
         }
+    }
+
+    /// Spins on this thread until it has used `cpu` of CPU time.
+    fn spin_for(cpu: Duration) {
+        let begun = dispatch::ThreadCpu::start();
+        while begun.used().unwrap() < cpu {
+            std::hint::black_box(0u64);
+        }
+    }
+
+    #[test]
+    fn the_threads_cpu_clock_counts_work_not_waiting() {
+        let cpu = dispatch::ThreadCpu::start();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            cpu.used().unwrap() < Duration::from_millis(5),
+            "{:?}",
+            cpu.used()
+        );
+        spin_for(Duration::from_millis(3));
+        assert!(cpu.used().unwrap() >= Duration::from_millis(3));
+    }
+
+    /// An overrun is the schema's when the call used the CPU for it, not
+    /// when its thread only waited for a CPU past the budget's wall-clock
+    /// ticks (as under load on shared cores): then the schema keeps being
+    /// tried where it is asked.
+    #[test]
+    fn only_an_overrun_on_the_cpu_marks_a_schema_slow() {
+        let sandbox = sandbox();
+        let waited = dispatch::ThreadCpu::start();
+        std::thread::sleep(INLINE_BUDGET * 2);
+        sandbox.overran("validate-arguments", "acct_1", "cap_w@1/input", waited);
+        assert!(!sandbox.is_slow("acct_1", "cap_w@1/input"));
+
+        let worked = dispatch::ThreadCpu::start();
+        spin_for(INLINE_BUDGET);
+        sandbox.overran("validate-arguments", "acct_1", "cap_w@1/input", worked);
+        assert!(sandbox.is_slow("acct_1", "cap_w@1/input"));
     }
 
     #[tokio::test]

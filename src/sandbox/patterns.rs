@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use warden_host::{Sandbox, SandboxError, SchemaRef, Violation};
 
-use super::dispatch::{INLINE_BUDGET, INLINE_INPUT_BYTES, SlowSchemas, guest_fault, guest_span};
+use super::dispatch::{
+    INLINE_BUDGET, INLINE_INPUT_BYTES, SlowSchemas, ThreadCpu, guest_fault, guest_span,
+};
 use super::{PolicySandbox, scope};
 use crate::domain::account::AccountId;
 
@@ -77,6 +79,7 @@ impl PolicySandbox {
         let count = questions.len();
         let span = guest_span("match-pattern");
         let started = Instant::now();
+        let cpu = ThreadCpu::start();
         // Where it is asked first: usually every token is in the memo, or
         // the few new ones are short calls.
         let inline = answer_batch(
@@ -90,7 +93,7 @@ impl PolicySandbox {
             Ok(verdicts) => verdicts,
             Err(Unfinished { overran }) => {
                 if let Some(schema_key) = overran {
-                    self.mark_slow("match-pattern", &scope, &schema_key);
+                    self.overran("match-pattern", &scope, &schema_key, cpu);
                 }
                 // The rest on the blocking pool; verdicts found inline are
                 // in the memo by now.
