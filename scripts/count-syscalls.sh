@@ -13,7 +13,7 @@
 #
 # Used for docs/benchmarks.md, "System calls per request".
 set -euo pipefail
-calls=(pread64 pwrite64 fsync futex epoll_wait write writev sendto recvfrom getrandom mmap munmap madvise sched_yield)
+calls=(pread64 pwrite64 fsync futex epoll_wait write writev sendto recvfrom getrandom clock_gettime mmap munmap madvise sched_yield)
 events="raw_syscalls:sys_enter"
 for call in "${calls[@]}"; do events+=",syscalls:sys_enter_$call"; done
 counted=$(mktemp)
