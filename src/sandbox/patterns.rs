@@ -79,7 +79,6 @@ impl PolicySandbox {
         let count = questions.len();
         let span = guest_span("match-pattern");
         let started = Instant::now();
-        let cpu = ThreadCpu::start();
         // Where it is asked first: usually every token is in the memo, or
         // the few new ones are short calls.
         let inline = answer_batch(
@@ -92,7 +91,7 @@ impl PolicySandbox {
         let verdicts = match inline {
             Ok(verdicts) => verdicts,
             Err(Unfinished { overran }) => {
-                if let Some(schema_key) = overran {
+                if let Some(Overrun { schema_key, cpu }) = overran {
                     self.overran("match-pattern", &scope, &schema_key, cpu);
                 }
                 // The rest on the blocking pool; verdicts found inline are
@@ -140,10 +139,18 @@ enum BatchMode<'a> {
     Inline { slow: &'a Mutex<SlowSchemas> },
 }
 
-/// An inline batch left for the pool; `overran` names the schema whose
-/// guest call overran the budget, if that was why.
+/// An inline batch left for the pool; `overran` is the guest call that
+/// overran the budget, if that was why.
 struct Unfinished {
-    overran: Option<String>,
+    overran: Option<Overrun>,
+}
+
+/// The schema whose inline guest call overran, and the thread's CPU clock
+/// read just before that call (read only when the guest is asked: a batch
+/// answered from the memo costs no system call).
+struct Overrun {
+    schema_key: String,
+    cpu: ThreadCpu,
 }
 
 fn answer_batch(
@@ -196,12 +203,16 @@ fn answer_batch(
                 }
                 BatchMode::Pool => {}
             }
+            let cpu = matches!(mode, BatchMode::Inline { .. }).then(ThreadCpu::start);
             match ask_guest(sandbox, scope, memo, &mut fresh, &key, q, &unknown) {
                 Ok(Ok(answered)) => answered,
                 // Only the inline handle stops at a budget.
                 Err(SandboxError::OverBudget(_)) => {
                     return Err(Unfinished {
-                        overran: Some(q.schema_key.clone()),
+                        overran: cpu.map(|cpu| Overrun {
+                            schema_key: q.schema_key.clone(),
+                            cpu,
+                        }),
                     });
                 }
                 Ok(Err(violations)) => {
