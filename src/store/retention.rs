@@ -46,8 +46,9 @@ impl AgedRecords {
     /// use it. Each age column has an index (migrations 0012, 0015, 0016).
     fn columns(self) -> (&'static str, &'static str, String) {
         match self {
-            AgedRecords::McpCalls | AgedRecords::ContractTests | AgedRecords::PromptUsage => {
-                ("id", "created_at", String::new())
+            AgedRecords::McpCalls | AgedRecords::PromptUsage => ("id", "created_at", String::new()),
+            AgedRecords::ContractTests => {
+                ("capability_id, created_at, id", "created_at", String::new())
             }
             AgedRecords::IdempotencyRecords => {
                 ("account_id, idempotency_key", "expires_at", String::new())

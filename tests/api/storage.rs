@@ -784,3 +784,114 @@ async fn purge_idempotency_records(store: &warden::store::Store) -> u64 {
         .await
         .unwrap()
 }
+
+/// What an older build wrote into the two tables migration 0022 reshapes
+/// (rebuilt on SQLite, re-indexed on PostgreSQL), in SQL both take.
+const WRITTEN_BEFORE_0022: &[&str] = &[
+    "INSERT INTO accounts (name, created_at) VALUES ('acme', 1)",
+    "INSERT INTO capabilities (id, account_id, name, domain, lifecycle_status, revision, definition, \
+     created_at, updated_at) SELECT 'cap_old', id, 'order_status', 'orders', 'active', 1, '{}', 1, 1 FROM accounts",
+    "INSERT INTO conversations (id, account_id, user_id, created_at, updated_at) \
+     SELECT 'conv_old', id, 'u', 1, 1 FROM accounts",
+    "INSERT INTO conversation_messages (id, conversation_id, role, body, created_at) VALUES \
+     ('msg_1', 'conv_old', 'user', 'first', 1), ('msg_2', 'conv_old', 'assistant', 'second', 1), \
+     ('msg_3', 'conv_old', 'user', 'third', 2)",
+    "INSERT INTO capability_tests (id, account_id, capability_id, revision, status, reason, http_status, \
+     attempts, duration_ms, created_at) SELECT 'ctest_older', id, 'cap_old', 1, 'passed', NULL, 200, 1, 5, 10 \
+     FROM accounts",
+    "INSERT INTO capability_tests (id, account_id, capability_id, revision, status, reason, http_status, \
+     attempts, duration_ms, created_at) SELECT 'ctest_newer', id, 'cap_old', 1, 'failed', 'timeout', NULL, 2, 9, 20 \
+     FROM accounts",
+];
+
+/// A database as a build before migration `version` left it: the earlier
+/// migrations applied, then `statements` run.
+async fn database_before_migration(
+    db: &TestDb,
+    backend: Backend,
+    version: i64,
+    statements: &[&str],
+) {
+    use sqlx::migrate::Migrator;
+    fn before(mut migrator: Migrator, version: i64) -> Migrator {
+        let earlier: Vec<_> = migrator
+            .iter()
+            .filter(|m| m.version < version)
+            .cloned()
+            .collect();
+        migrator.migrations = earlier.into();
+        migrator
+    }
+    match backend {
+        Backend::Sqlite => {
+            let options: sqlx::sqlite::SqliteConnectOptions = db.url.parse().unwrap();
+            let pool =
+                sqlx::SqlitePool::connect_with(options.create_if_missing(true).foreign_keys(true))
+                    .await
+                    .unwrap();
+            before(sqlx::migrate!("migrations/sqlite"), version)
+                .run(&pool)
+                .await
+                .unwrap();
+            for sql in statements {
+                sqlx::query(sql).execute(&pool).await.unwrap();
+            }
+            pool.close().await;
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+            before(sqlx::migrate!("migrations/postgres"), version)
+                .run(&pool)
+                .await
+                .unwrap();
+            for sql in statements {
+                sqlx::query(sql).execute(&pool).await.unwrap();
+            }
+            pool.close().await;
+        }
+    }
+}
+
+/// Migration 0022 keeps every row an older build wrote: a conversation's
+/// messages in their order, with a new message after them, and a
+/// capability's contract-test records listed newest first, with their
+/// ids (no longer indexed alone) and every column.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_written_before_migration_0022_are_kept_in_order(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    database_before_migration(&db, backend, 22, WRITTEN_BEFORE_0022).await;
+    let store = db.store().await;
+    let account = store.find_account("acme").await.unwrap().unwrap();
+
+    let records = store
+        .list_test_records(&account, "cap_old", 10)
+        .await
+        .unwrap();
+    let listed: Vec<(&str, i64)> = records
+        .iter()
+        .map(|r| (r.id.as_str(), r.created_at))
+        .collect();
+    assert_eq!(listed, [("ctest_newer", 20), ("ctest_older", 10)]);
+    assert_eq!(records[0].reason.as_deref(), Some("timeout"));
+
+    let conversation = store
+        .find_conversation(&account, "conv_old")
+        .await
+        .unwrap()
+        .unwrap();
+    let bodies = |messages: Vec<warden::store::conversations::StoredMessage>| -> Vec<String> {
+        messages.into_iter().map(|m| m.body).collect()
+    };
+    let kept = store.recent_messages(&conversation, 10).await.unwrap();
+    assert_eq!(bodies(kept), ["first", "second", "third"]);
+    let next = "INSERT INTO conversation_messages (id, conversation_id, role, body, created_at) \
+                VALUES ('msg_4', 'conv_old', 'assistant', 'fourth', 3)";
+    match &store {
+        warden::store::Store::Sqlite(p) => sqlx::query(next).execute(p).await.map(|_| ()),
+        warden::store::Store::Postgres(p) => sqlx::query(next).execute(p.pool()).await.map(|_| ()),
+    }
+    .unwrap();
+    let after = store.recent_messages(&conversation, 10).await.unwrap();
+    assert_eq!(bodies(after), ["first", "second", "third", "fourth"]);
+}
