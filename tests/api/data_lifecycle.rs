@@ -57,14 +57,6 @@ async fn sql_count(store: &Store, sql: &str) -> i64 {
     .unwrap()
 }
 
-async fn sql_execute(store: &Store, sql: &str) {
-    match store {
-        Store::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
-        Store::Postgres(p) => sqlx::query(sql).execute(p.pool()).await.map(|_| ()),
-    }
-    .unwrap();
-}
-
 /// The erased user's marker is nowhere (PostgreSQL: every row of every
 /// table; SQLite: the file and its WAL as bytes, after a checkpoint).
 async fn stored(app: &TestApp, needle: &str) -> bool {
@@ -406,7 +398,7 @@ async fn seed_conversations(store: &Store, prefix: &str, count: usize, at: i64) 
             .iter()
             .map(|i| format!("('{prefix}{i}', {SHOP}, 'seed-user', {at}, {at})"))
             .collect();
-        sql_execute(
+        sql::execute_on(
             store,
             &format!(
                 "INSERT INTO conversations (id, account_id, user_id, created_at, updated_at) VALUES {}",
@@ -422,7 +414,7 @@ async fn seed_conversations(store: &Store, prefix: &str, count: usize, at: i64) 
                 })
             })
             .collect();
-        sql_execute(
+        sql::execute_on(
             store,
             &format!(
                 "INSERT INTO conversation_messages (id, conversation_id, role, body, created_at) VALUES {}",
@@ -615,7 +607,7 @@ async fn every_replica_purges_at_once_and_each_kind_keeps_its_stated_time(backen
     // Prompt-integration usage rows (audit, 180 days) and the platform
     // queue's messages (finished ones kept 7 days, unfinished ones never
     // purged), seeded on both sides of their limits.
-    sql_execute(
+    sql::execute_on(
         &store,
         &format!(
             "INSERT INTO prompt_integrations (id, account_id, name, origin, challenge_action, status, \
@@ -625,7 +617,7 @@ async fn every_replica_purges_at_once_and_each_kind_keeps_its_stated_time(backen
     )
     .await;
     for (i, age_days) in [(0, 200), (1, 179), (2, 181)] {
-        sql_execute(
+        sql::execute_on(
             &store,
             &format!(
                 "INSERT INTO prompt_integration_usage (integration_id, account_id, day, outcome, created_at) \
@@ -642,7 +634,7 @@ async fn every_replica_purges_at_once_and_each_kind_keeps_its_stated_time(backen
         (3, "replied", 6),
         (4, "dead", 6),
     ] {
-        sql_execute(
+        sql::execute_on(
             &store,
             &format!(
                 "INSERT INTO platform_inbound (platform_message_id, account_id, phone_number_id, \

@@ -804,54 +804,6 @@ const WRITTEN_BEFORE_0022: &[&str] = &[
      FROM accounts",
 ];
 
-/// A database as a build before migration `version` left it: the earlier
-/// migrations applied, then `statements` run.
-async fn database_before_migration(
-    db: &TestDb,
-    backend: Backend,
-    version: i64,
-    statements: &[&str],
-) {
-    use sqlx::migrate::Migrator;
-    fn before(mut migrator: Migrator, version: i64) -> Migrator {
-        let earlier: Vec<_> = migrator
-            .iter()
-            .filter(|m| m.version < version)
-            .cloned()
-            .collect();
-        migrator.migrations = earlier.into();
-        migrator
-    }
-    match backend {
-        Backend::Sqlite => {
-            let options: sqlx::sqlite::SqliteConnectOptions = db.url.parse().unwrap();
-            let pool =
-                sqlx::SqlitePool::connect_with(options.create_if_missing(true).foreign_keys(true))
-                    .await
-                    .unwrap();
-            before(sqlx::migrate!("migrations/sqlite"), version)
-                .run(&pool)
-                .await
-                .unwrap();
-            for sql in statements {
-                sqlx::query(sql).execute(&pool).await.unwrap();
-            }
-            pool.close().await;
-        }
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
-            before(sqlx::migrate!("migrations/postgres"), version)
-                .run(&pool)
-                .await
-                .unwrap();
-            for sql in statements {
-                sqlx::query(sql).execute(&pool).await.unwrap();
-            }
-            pool.close().await;
-        }
-    }
-}
-
 /// Migration 0022 keeps every row an older build wrote: a conversation's
 /// messages in their order, with a new message after them, and a
 /// capability's contract-test records listed newest first, with their
@@ -860,7 +812,7 @@ async fn database_before_migration(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_written_before_migration_0022_are_kept_in_order(backend: Backend) {
     let db = TestDb::new(backend).await;
-    database_before_migration(&db, backend, 22, WRITTEN_BEFORE_0022).await;
+    sql::database_before_migration(&db, backend, 22, WRITTEN_BEFORE_0022).await;
     let store = db.store().await;
     let account = store.find_account("acme").await.unwrap().unwrap();
 
@@ -887,11 +839,7 @@ async fn rows_written_before_migration_0022_are_kept_in_order(backend: Backend) 
     assert_eq!(bodies(kept), ["first", "second", "third"]);
     let next = "INSERT INTO conversation_messages (id, conversation_id, role, body, created_at) \
                 VALUES ('msg_4', 'conv_old', 'assistant', 'fourth', 3)";
-    match &store {
-        warden::store::Store::Sqlite(p) => sqlx::query(next).execute(p).await.map(|_| ()),
-        warden::store::Store::Postgres(p) => sqlx::query(next).execute(p.pool()).await.map(|_| ()),
-    }
-    .unwrap();
+    assert_eq!(sql::execute_on(&store, next).await, 1);
     let after = store.recent_messages(&conversation, 10).await.unwrap();
     assert_eq!(bodies(after), ["first", "second", "third", "fourth"]);
 }

@@ -1,7 +1,7 @@
 //! Direct reads and writes of a test's database, either backend: what is
 //! stored, and rows put the way an older build or an operator would.
 
-use crate::helpers::TestApp;
+use crate::helpers::{Backend, TestApp, TestDb};
 use warden::store::Store;
 
 /// One text column of every row a query returns.
@@ -32,7 +32,12 @@ where
 
 /// Runs one statement; the rows it touched.
 pub async fn execute(app: &TestApp, sql: &str) -> u64 {
-    match &app.store {
+    execute_on(&app.store, sql).await
+}
+
+/// [`execute`] on a store of its own.
+pub async fn execute_on(store: &Store, sql: &str) -> u64 {
+    match store {
         Store::Sqlite(pool) => sqlx::query(sql)
             .execute(pool)
             .await
@@ -43,5 +48,54 @@ pub async fn execute(app: &TestApp, sql: &str) -> u64 {
             .await
             .unwrap()
             .rows_affected(),
+    }
+}
+
+/// A database as a build before migration `version` left it: the earlier
+/// migrations applied, then `statements` run.
+pub async fn database_before_migration(
+    db: &TestDb,
+    backend: Backend,
+    version: i64,
+    statements: &[&str],
+) {
+    use sqlx::migrate::Migrator;
+    fn before(mut migrator: Migrator, version: i64) -> Migrator {
+        let earlier: Vec<_> = migrator
+            .iter()
+            .filter(|m| m.version < version)
+            .cloned()
+            .collect();
+        migrator.migrations = earlier.into();
+        migrator
+    }
+    // The same steps on either pool type (bounds generic over sqlx's two
+    // would be longer than the steps).
+    macro_rules! migrate_then_write {
+        ($pool:expr, $migrations:literal) => {{
+            let pool = $pool;
+            before(sqlx::migrate!($migrations), version)
+                .run(&pool)
+                .await
+                .unwrap();
+            for sql in statements {
+                sqlx::query(sql).execute(&pool).await.unwrap();
+            }
+            pool.close().await;
+        }};
+    }
+    match backend {
+        Backend::Sqlite => {
+            let options: sqlx::sqlite::SqliteConnectOptions = db.url.parse().unwrap();
+            let options = options.create_if_missing(true).foreign_keys(true);
+            migrate_then_write!(
+                sqlx::SqlitePool::connect_with(options).await.unwrap(),
+                "migrations/sqlite"
+            )
+        }
+        Backend::Postgres => migrate_then_write!(
+            sqlx::PgPool::connect(&db.url).await.unwrap(),
+            "migrations/postgres"
+        ),
     }
 }
