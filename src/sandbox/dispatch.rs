@@ -4,6 +4,7 @@
 //! slow); and the one place every guest call is observed (metric, span).
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use warden_host::{Sandbox, SandboxError, Violation};
@@ -18,13 +19,16 @@ use super::PolicySandbox;
 /// most about 6 ms).
 pub(super) const INLINE_BUDGET: Duration = Duration::from_millis(2);
 
-/// The CPU time an overrun call must have used on its thread for its
-/// schema to be remembered as slow: a quarter of the budget. The budget is
-/// kept by wall-clock epoch ticks, so a call is also stopped when its
-/// thread waited for a CPU (cores shared by more runnable threads, under
-/// load); a warm call that was uses its 10–100 µs, a slow schema's call
-/// this much unless its thread had less than a quarter of a CPU meanwhile
-/// (then it is asked again on the pool, and tried inline again next time).
+/// The CPU time an overrun call must use for its schema to be remembered
+/// as slow: a quarter of the budget. The budget is kept by wall-clock
+/// epoch ticks, so a call is also stopped when its thread waited for a
+/// CPU (cores shared by more runnable threads, under load); a warm call
+/// that was uses its 10–100 µs. The argument and output calls judge by
+/// their retry on the pool, which runs to its end (a slow schema's uses
+/// far more); a pattern batch by the stopped inline call, which a slow
+/// schema's reaches unless its thread had less than a quarter of a CPU
+/// meanwhile (then it is asked again on the pool, and tried inline again
+/// next time).
 const SLOW_CALL_CPU: Duration = Duration::from_micros(500);
 
 /// Inputs (schema text, arguments, endpoint result, candidates) larger than
@@ -81,14 +85,14 @@ impl PolicySandbox {
         schema_key: String,
         call: impl Fn(&Sandbox, &str, &str) -> Result<T, SandboxError> + Send + 'static,
     ) -> Result<T, SandboxError> {
+        let mut overran = false;
         if short && !self.is_slow(&scope, &schema_key) {
             let span = guest_span(export);
             let started = Instant::now();
-            let cpu = ThreadCpu::start();
             match call(&self.inline, &scope, &schema_key) {
                 Err(SandboxError::OverBudget(_)) => {
                     drop(span);
-                    self.overran(export, &scope, &schema_key, cpu);
+                    overran = true;
                 }
                 answer => {
                     drop(span);
@@ -98,7 +102,21 @@ impl PolicySandbox {
             }
         }
         let sandbox = self.sandbox.clone();
-        run_blocking(export, move || call(&sandbox, &scope, &schema_key)).await
+        if !overran {
+            return run_blocking(export, move || call(&sandbox, &scope, &schema_key)).await;
+        }
+        // The same call again, to its end: the CPU it uses on the pool's
+        // thread says whether the schema is slow or the inline attempt's
+        // thread only waited for a CPU (the thread's clock is read on this
+        // rare path only: it is a system call, ~1 % of a contract test).
+        let slow = self.slow.clone();
+        run_blocking(export, move || {
+            let cpu = ThreadCpu::start();
+            let answer = call(&sandbox, &scope, &schema_key);
+            judge_overrun(&slow, export, &scope, &schema_key, cpu.used());
+            answer
+        })
+        .await
     }
 
     pub(super) fn is_slow(&self, scope: &str, schema_key: &str) -> bool {
@@ -107,30 +125,30 @@ impl PolicySandbox {
             .map(|slow| slow.contains(scope, schema_key))
             .unwrap_or(true)
     }
+}
 
-    /// A call on `schema_key` overran [`INLINE_BUDGET`]: its schema is
-    /// remembered as slow when the call used its thread's CPU for
-    /// [`SLOW_CALL_CPU`] (or the thread's clock cannot tell), not when the
-    /// thread was only waiting for a CPU meanwhile.
-    pub(super) fn overran(
-        &self,
-        export: &'static str,
-        scope: &str,
-        schema_key: &str,
-        cpu: ThreadCpu,
-    ) {
-        let used = cpu.used();
-        if used.is_some_and(|used| used < SLOW_CALL_CPU) {
-            tracing::debug!(export, schema_key, budget = ?INLINE_BUDGET, cpu = ?used,
-                "a guest call was stopped at its inline budget while its thread waited for a CPU; \
-                 asked again on the blocking pool, its schema not remembered as slow");
-            return;
-        }
-        tracing::debug!(export, schema_key, budget = ?INLINE_BUDGET, cpu = ?used,
-            "a guest call overran its inline budget; its schema now goes to the blocking pool");
-        if let Ok(mut slow) = self.slow.lock() {
-            slow.insert(scope, schema_key);
-        }
+/// A call on `schema_key` overran [`INLINE_BUDGET`] by the wall clock; it
+/// used `cpu` of its thread's CPU (the inline attempt's, or the whole retry's
+/// on the pool). Its schema is remembered as slow when that reached
+/// [`SLOW_CALL_CPU`] (or the thread's clock cannot tell), not when the
+/// inline attempt's thread was only waiting for a CPU meanwhile.
+pub(super) fn judge_overrun(
+    slow: &Mutex<SlowSchemas>,
+    export: &'static str,
+    scope: &str,
+    schema_key: &str,
+    cpu: Option<Duration>,
+) {
+    if cpu.is_some_and(|used| used < SLOW_CALL_CPU) {
+        tracing::debug!(export, schema_key, budget = ?INLINE_BUDGET, ?cpu,
+            "a guest call was stopped at its inline budget while its thread waited for a CPU; \
+             its schema not remembered as slow");
+        return;
+    }
+    tracing::debug!(export, schema_key, budget = ?INLINE_BUDGET, ?cpu,
+        "a guest call overran its inline budget; its schema now goes to the blocking pool");
+    if let Ok(mut slow) = slow.lock() {
+        slow.insert(scope, schema_key);
     }
 }
 

@@ -324,15 +324,57 @@ mod tests {
     #[test]
     fn only_an_overrun_on_the_cpu_marks_a_schema_slow() {
         let sandbox = sandbox();
+        let judge = |cpu: dispatch::ThreadCpu| {
+            let used = cpu.used();
+            dispatch::judge_overrun(
+                &sandbox.slow,
+                "match-pattern",
+                "acct_1",
+                "cap_w@1/input",
+                used,
+            )
+        };
         let waited = dispatch::ThreadCpu::start();
         std::thread::sleep(INLINE_BUDGET * 2);
-        sandbox.overran("validate-arguments", "acct_1", "cap_w@1/input", waited);
+        judge(waited);
         assert!(!sandbox.is_slow("acct_1", "cap_w@1/input"));
 
         let worked = dispatch::ThreadCpu::start();
         spin_for(INLINE_BUDGET);
-        sandbox.overran("validate-arguments", "acct_1", "cap_w@1/input", worked);
+        judge(worked);
         assert!(sandbox.is_slow("acct_1", "cap_w@1/input"));
+    }
+
+    /// An argument or output call that overran inline is judged by its
+    /// retry on the pool, which runs to its end: a slow schema's is marked
+    /// at once (the retry used the CPU), and its next call goes to the
+    /// pool without an inline attempt.
+    #[tokio::test]
+    async fn a_slow_argument_schema_is_judged_by_its_retry_on_the_pool() {
+        let sandbox = sandbox();
+        let store = crate::store::Store::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        let account = store.create_account("tenant").await.unwrap();
+        let arguments = format!(r#"{{"code":"{}"}}"#, "a".repeat(600));
+        let validate = || {
+            sandbox.validate_arguments(
+                &account,
+                "cap_s@1/input".into(),
+                SLOW.into(),
+                arguments.clone(),
+            )
+        };
+
+        let err = validate().await.unwrap_err();
+        assert!(matches!(err, SandboxError::Deadline(_)), "{err:?}");
+        // Stopped inline at the budget, then at the pool's deadline.
+        assert_eq!(sandbox.sandbox.stats().discarded_after_fault, 2);
+        assert!(sandbox.is_slow(&scope(&account), "cap_s@1/input"));
+
+        let err = validate().await.unwrap_err();
+        assert!(matches!(err, SandboxError::Deadline(_)), "{err:?}");
+        assert_eq!(sandbox.sandbox.stats().discarded_after_fault, 3);
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@ use warden_host::{Sandbox, SandboxError, SchemaRef, Violation};
 
 use super::dispatch::{
     INLINE_BUDGET, INLINE_INPUT_BYTES, SlowSchemas, ThreadCpu, guest_fault, guest_span,
+    judge_overrun,
 };
 use super::{PolicySandbox, scope};
 use crate::domain::account::AccountId;
@@ -92,7 +93,7 @@ impl PolicySandbox {
             Ok(verdicts) => verdicts,
             Err(Unfinished { overran }) => {
                 if let Some(Overrun { schema_key, cpu }) = overran {
-                    self.overran("match-pattern", &scope, &schema_key, cpu);
+                    judge_overrun(&self.slow, "match-pattern", &scope, &schema_key, cpu.used());
                 }
                 // The rest on the blocking pool; verdicts found inline are
                 // in the memo by now.
