@@ -296,6 +296,14 @@ mod tests {
         }
     }
 
+    /// An account as the server has one: made by the store.
+    async fn tenant() -> AccountId {
+        let store = crate::store::Store::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        store.create_account("tenant").await.unwrap()
+    }
+
     /// Spins on this thread until it has used `cpu` of CPU time.
     fn spin_for(cpu: Duration) {
         let begun = dispatch::ThreadCpu::start();
@@ -352,10 +360,7 @@ mod tests {
     #[tokio::test]
     async fn a_slow_argument_schema_is_judged_by_its_retry_on_the_pool() {
         let sandbox = sandbox();
-        let store = crate::store::Store::connect("sqlite::memory:")
-            .await
-            .unwrap();
-        let account = store.create_account("tenant").await.unwrap();
+        let account = tenant().await;
         let arguments = format!(r#"{{"code":"{}"}}"#, "a".repeat(600));
         let validate = || {
             sandbox.validate_arguments(
@@ -380,11 +385,7 @@ mod tests {
     #[tokio::test]
     async fn a_slow_schema_overruns_its_inline_budget_once_then_goes_to_the_pool() {
         let sandbox = sandbox();
-        // An account as the server has one: made by the store.
-        let store = crate::store::Store::connect("sqlite::memory:")
-            .await
-            .unwrap();
-        let account = store.create_account("tenant").await.unwrap();
+        let account = tenant().await;
         let scope = scope(&account);
         let long = "a".repeat(600);
 
