@@ -102,18 +102,18 @@ impl PolicySandbox {
             }
         }
         let sandbox = self.sandbox.clone();
-        if !overran {
-            return run_blocking(export, move || call(&sandbox, &scope, &schema_key)).await;
-        }
-        // The same call again, to its end: the CPU it uses on the pool's
-        // thread says whether the schema is slow or the inline attempt's
-        // thread only waited for a CPU (the thread's clock is read on this
-        // rare path only: it is a system call, ~1 % of a contract test).
-        let slow = self.slow.clone();
+        // After an overrun, the same call again to its end: the CPU it uses
+        // on the pool's thread says whether the schema is slow or the
+        // inline attempt's thread only waited for a CPU (the thread's clock
+        // is read on this rare path only: a system call, ~1 % of a contract
+        // test).
+        let judge = overran.then(|| self.slow.clone());
         run_blocking(export, move || {
-            let cpu = ThreadCpu::start();
+            let cpu = judge.as_ref().map(|_| ThreadCpu::start());
             let answer = call(&sandbox, &scope, &schema_key);
-            judge_overrun(&slow, export, &scope, &schema_key, cpu.used());
+            if let (Some(slow), Some(cpu)) = (judge, cpu) {
+                judge_overrun(&slow, export, &scope, &schema_key, cpu.used());
+            }
             answer
         })
         .await
