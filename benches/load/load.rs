@@ -12,6 +12,7 @@
 //! it was sent, so a stalled server's queueing shows up in the figures
 //! (no coordinated omission). At most [`MAX_IN_FLIGHT`] are outstanding;
 //! arrivals beyond that are counted as dropped: the server is saturated.
+//! Its client is `open_client`'s, which costs the shared CPU little.
 
 use std::path::Path;
 use std::process::Command;
@@ -154,12 +155,10 @@ pub const MAX_IN_FLIGHT: usize = 512;
 
 /// Requests arriving at `rate` per second for `duration`.
 pub async fn open_loop(spec: &RequestSpec, rate: f64, duration: Duration) -> Measured {
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(MAX_IN_FLIGHT)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let spec = Arc::new(spec.clone());
+    let client = Arc::new(crate::open_client::OpenClient::new(
+        spec,
+        Duration::from_secs(10),
+    ));
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     let total = (rate * duration.as_secs_f64()).round() as usize;
     let start = Instant::now() + Duration::from_millis(50);
@@ -172,9 +171,9 @@ pub async fn open_loop(spec: &RequestSpec, rate: f64, duration: Duration) -> Mea
             dropped += 1;
             continue;
         };
-        let (client, spec) = (client.clone(), spec.clone());
+        let client = client.clone();
         tasks.spawn(async move {
-            let ok = send(&client, &spec).await;
+            let ok = matches!(client.send().await, Ok(answer) if (200..300).contains(&answer.status));
             drop(permit);
             (due.elapsed(), ok)
         });
@@ -193,16 +192,6 @@ pub async fn open_loop(spec: &RequestSpec, rate: f64, duration: Duration) -> Mea
     let mut m = summarize(&mut latencies, elapsed);
     m.errors = failed + dropped;
     m
-}
-
-async fn send(client: &reqwest::Client, spec: &RequestSpec) -> bool {
-    match spec.request(client).send().await {
-        Ok(r) => {
-            let ok = r.status().is_success();
-            r.bytes().await.is_ok() && ok
-        }
-        Err(_) => false,
-    }
 }
 
 /// Throughput and percentiles of successful requests.

@@ -71,6 +71,7 @@ mod drain;
 mod growth;
 mod load;
 mod observed;
+mod open_client;
 mod overload;
 mod procs;
 mod profile;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::load::RequestSpec;
+use crate::open_client::{Broken, OpenClient};
 
 /// Bounds the report checks each run against.
 const ADMITTED_P99_MS: f64 = 100.0;
@@ -141,11 +142,10 @@ pub async fn run(
     low: Duration,
 ) -> Overload {
     let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(GENERATOR_CAP)
         .timeout(CLIENT_TIMEOUT)
         .build()
         .unwrap();
-    let spec = Arc::new(spec.clone());
+    let requests = Arc::new(OpenClient::new(spec, CLIENT_TIMEOUT));
     let permits = Arc::new(tokio::sync::Semaphore::new(GENERATOR_CAP));
     let (high_rate, low_rate) = (2.0 * capacity, 0.5 * capacity);
     let start = Instant::now() + Duration::from_millis(50);
@@ -180,10 +180,10 @@ pub async fn run(
             not_sent += 1;
             continue;
         };
-        let (client, spec) = (client.clone(), spec.clone());
+        let requests = requests.clone();
         tasks.spawn(async move {
             let late = this_due.elapsed();
-            let outcome = send(&client, &spec).await;
+            let outcome = send(&requests).await;
             drop(permit);
             Sample {
                 due: offset,
@@ -274,24 +274,17 @@ pub async fn run(
     }
 }
 
-async fn send(client: &reqwest::Client, spec: &RequestSpec) -> Outcome {
-    match spec.request(client).send().await {
-        Ok(r) => {
-            let status = r.status().as_u16();
-            let retry_after = r.headers().contains_key("retry-after");
-            let read = r.bytes().await.is_ok();
-            match (status, retry_after, read) {
-                (_, _, false) => Outcome::Failed(Failure::Unread),
-                (200..=299, _, true) => Outcome::Ok,
-                (503, true, true) => Outcome::Refused,
-                (status, _, true) => Outcome::Failed(Failure::Status(status)),
-            }
-        }
-        Err(err) if err.is_timeout() => Outcome::Failed(Failure::TimedOut),
-        Err(err) if err.is_connect() => Outcome::Failed(Failure::Connect),
-        // hyper's "connection closed before message completed" among them:
-        // the server closed a keep-alive connection the request was sent on.
-        Err(_) => Outcome::Failed(Failure::Other),
+async fn send(requests: &OpenClient) -> Outcome {
+    match requests.send().await {
+        Ok(answer) => match (answer.status, answer.retry_after) {
+            (200..=299, _) => Outcome::Ok,
+            (503, true) => Outcome::Refused,
+            (status, _) => Outcome::Failed(Failure::Status(status)),
+        },
+        Err(Broken::TimedOut) => Outcome::Failed(Failure::TimedOut),
+        Err(Broken::Connect) => Outcome::Failed(Failure::Connect),
+        Err(Broken::Unread) => Outcome::Failed(Failure::Unread),
+        Err(Broken::Other) => Outcome::Failed(Failure::Other),
     }
 }
 
