@@ -528,18 +528,17 @@ pub struct ClientLimits {
     /// request waiting for a host endpoint, the model, the challenge verifier
     /// or its own client's body gives its place up while it waits. Past
     /// capacity this keeps admitted requests fast: the excess is answered
-    /// 503 with `Retry-After` within WARDEN_ADMISSION_WAIT_MS (docs/benchmarks.md,
-    /// "Past capacity").
+    /// 503 with `Retry-After` at once (docs/benchmarks.md, "Past capacity").
     #[arg(long, env = "WARDEN_MAX_LOCAL_WORK", value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_local_work: Option<u32>,
 
     /// How long a new request may wait for a place among those using local
     /// resources (WARDEN_MAX_LOCAL_WORK) while the server sheds load, in
-    /// milliseconds, before it is refused with 503 and `Retry-After`. It
-    /// sheds once a queue stands (every admission of a 100 ms interval
-    /// waited longer than this, or a request waited 100 ms in vain) until
-    /// 100 ms pass without a refusal; otherwise a request may wait up to
-    /// 100 ms (a burst).
+    /// milliseconds, before it is refused with 503 and `Retry-After`; 0
+    /// (the default): refused at once. It sheds once a queue stands (every
+    /// admission of a 100 ms interval waited longer than 5 ms, or a request
+    /// waited 100 ms in vain) until 100 ms pass without a refusal;
+    /// otherwise a request may wait up to 100 ms (a burst).
     #[arg(long, env = "WARDEN_ADMISSION_WAIT_MS", default_value_t = ClientLimits::DEFAULT.admission_wait_ms)]
     pub admission_wait_ms: u64,
 
@@ -563,7 +562,7 @@ impl ClientLimits {
         max_in_flight: 512,
         max_in_flight_per_account: 128,
         max_local_work: None,
-        admission_wait_ms: 5,
+        admission_wait_ms: 0,
         shutdown_grace_ms: 20_000,
     };
 }

@@ -10,14 +10,20 @@
 //! Jacobson's controlled delay): a queue that drains within an interval
 //! (100 ms) is a burst, and arrivals may wait up to the interval for room.
 //! A queue that stands is overload: an interval in which every admitted
-//! request waited longer than the target (`WARDEN_ADMISSION_WAIT_MS`), or a
-//! request that waited the whole interval in vain. Then arrivals wait only
-//! the target before they are refused, until an interval passes without a
-//! refusal and with a short wait. Bursts are absorbed; a standing queue is
-//! cut to the target at once, and the server is back to normal an interval
-//! after the overload ends. (Refusals keep the shedding on by themselves:
-//! refusing after the target keeps every admitted wait short, so short
+//! request waited longer than the target ([`TARGET`], 5 ms), or a request
+//! that waited the whole interval in vain. Then the server sheds: an
+//! arrival that finds no place free is refused at once (or after
+//! `WARDEN_ADMISSION_WAIT_MS`, when an operator sets one), until an
+//! interval passes without a refusal and with short waits. Bursts are
+//! absorbed; a standing queue is cut at once, and the server is back to
+//! normal an interval after the overload ends. (Refusals keep the shedding
+//! on by themselves: refusing keeps every admitted wait short, so short
 //! waits alone say nothing about the load.)
+//!
+//! Why a refusal waits for nothing by default: at twice capacity on two
+//! cores, a 5 ms wait was half of a refusal's time, and clients that resend
+//! at once (a closed loop of 128 connections) got as much done without it
+//! (docs/benchmarks.md, "Past capacity").
 //!
 //! A request holds its place only while it works here. Waiting for someone
 //! else does not count: a call to a host endpoint, to the model or to the
@@ -39,12 +45,16 @@ use tokio::time::Instant;
 /// CoDel's interval: a queue that does not empty within it is standing.
 pub const INTERVAL: Duration = Duration::from_millis(100);
 
+/// CoDel's target: an interval whose every admission waited longer than
+/// this is a standing queue.
+pub const TARGET: Duration = Duration::from_millis(5);
+
 /// The places and the wait a new request may spend for one.
 #[derive(Debug)]
 pub struct LocalWork {
     places: Arc<Semaphore>,
-    /// The wait a new request may spend once a queue stands.
-    target: Duration,
+    /// The wait a new request may spend once a queue stands (zero: none).
+    shedding_wait: Duration,
     queue: Mutex<QueueWatch>,
 }
 
@@ -82,10 +92,10 @@ tokio::task_local! {
 }
 
 impl LocalWork {
-    pub fn new(places: usize, target: Duration) -> Arc<Self> {
+    pub fn new(places: usize, shedding_wait: Duration) -> Arc<Self> {
         Arc::new(LocalWork {
             places: Arc::new(Semaphore::new(places.max(1))),
-            target,
+            shedding_wait,
             queue: Mutex::new(QueueWatch {
                 interval_start: Instant::now(),
                 shortest: None,
@@ -96,8 +106,8 @@ impl LocalWork {
     }
 
     /// A place for a new request, waiting at most the interval (a burst) or
-    /// the target (while shedding); `None` when none freed in time (the
-    /// caller refuses the request).
+    /// the shedding wait (while shedding); `None` when none freed in time
+    /// (the caller refuses the request).
     pub async fn enter(&self) -> Option<Arc<Place>> {
         let permit = match self.places.clone().try_acquire_owned() {
             Ok(permit) => {
@@ -106,20 +116,20 @@ impl LocalWork {
             }
             Err(_) => {
                 let allowed = if self.shedding() {
-                    self.target
+                    self.shedding_wait
                 } else {
                     INTERVAL
                 };
+                if allowed.is_zero() {
+                    return self.refused();
+                }
                 let arrived = Instant::now();
                 match tokio::time::timeout(allowed, self.places.clone().acquire_owned()).await {
                     Ok(Ok(permit)) => {
                         self.admitted_after(arrived.elapsed());
                         permit
                     }
-                    _ => {
-                        self.watch().last_refusal = Some(Instant::now());
-                        return None;
-                    }
+                    _ => return self.refused(),
                 }
             }
         };
@@ -132,6 +142,12 @@ impl LocalWork {
         }))
     }
 
+    /// Notes a refusal (the shedding goes on for an interval after it).
+    fn refused(&self) -> Option<Arc<Place>> {
+        self.watch().last_refusal = Some(Instant::now());
+        None
+    }
+
     /// Places free now.
     #[cfg(test)]
     fn free(&self) -> usize {
@@ -139,7 +155,7 @@ impl LocalWork {
     }
 
     /// Whether the queue stood through the last interval or a request was
-    /// refused within it: new arrivals then wait only the target.
+    /// refused within it: new arrivals then wait only the shedding wait.
     pub fn shedding(&self) -> bool {
         let watch = self.watch();
         watch.standing || watch.last_refusal.is_some_and(|at| at.elapsed() < INTERVAL)
@@ -155,7 +171,7 @@ impl LocalWork {
             // An interval with no admission at all, or one long past, says
             // nothing of the queue now.
             watch.standing =
-                since < 2 * INTERVAL && watch.shortest.is_some_and(|s| s > self.target);
+                since < 2 * INTERVAL && watch.shortest.is_some_and(|s| s > TARGET);
             watch.interval_start = now;
             watch.shortest = None;
         }
@@ -254,12 +270,11 @@ mod tests {
     }
 
     /// A place that frees 20 ms after a request arrives: a burst (waits up
-    /// to the interval) gets it; while shedding (waits only the 5 ms
-    /// target) the request is refused; an interval without refusals ends
-    /// the shedding.
+    /// to the interval) gets it; while shedding (the default: no wait) the
+    /// request is refused; an interval without refusals ends the shedding.
     #[tokio::test]
-    async fn a_burst_waits_an_interval_a_standing_queue_only_the_target() {
-        let work = LocalWork::new(1, Duration::from_millis(5));
+    async fn a_burst_waits_an_interval_a_standing_queue_is_refused_at_once() {
+        let work = LocalWork::new(1, Duration::ZERO);
         let held = work.enter().await.expect("room");
         let release = release_after(held, 20);
         let burst = work.enter().await;
@@ -268,17 +283,17 @@ mod tests {
         assert!(!work.shedding());
 
         // A queue that does not drain within the interval: refused, and
-        // from then on arrivals wait only the target.
+        // from then on arrivals that find no place are refused at once.
         let stuck = burst.unwrap();
         assert!(work.enter().await.is_none());
         assert!(work.shedding());
-        let release = release_after(stuck, 20);
+        // The place frees 1 ms later: any wait at all would take it.
+        let release = release_after(stuck, 1);
         assert!(
             work.enter().await.is_none(),
-            "while shedding a request waits only the target"
+            "while shedding a request that finds no place is refused at once"
         );
-        let admitted_later = release.await;
-        admitted_later.unwrap();
+        release.await.unwrap();
 
         // An interval without refusals: back to absorbing bursts.
         tokio::time::sleep(INTERVAL + Duration::from_millis(10)).await;
@@ -289,11 +304,32 @@ mod tests {
         release.await.unwrap();
     }
 
+    /// An operator's shedding wait (`WARDEN_ADMISSION_WAIT_MS`): while
+    /// shedding, a place that frees within it is taken, one that frees
+    /// later is not.
+    #[tokio::test]
+    async fn while_shedding_a_configured_wait_is_waited() {
+        let work = LocalWork::new(1, Duration::from_millis(30));
+        let held = work.enter().await.expect("room");
+        assert!(work.refused().is_none());
+        assert!(work.shedding());
+        let release = release_after(held, 10);
+        let admitted = work.enter().await;
+        assert!(admitted.is_some(), "the place freed within the wait");
+        release.await.unwrap();
+        let release = release_after(admitted.unwrap(), 60);
+        assert!(
+            work.enter().await.is_none(),
+            "the place freed after the wait"
+        );
+        release.await.unwrap();
+    }
+
     /// Every admission waits 20 ms (under the burst wait, past the 5 ms
     /// target) for an interval: the queue is standing, and sheds.
     #[tokio::test]
     async fn a_queue_that_stands_through_an_interval_sheds() {
-        let work = LocalWork::new(1, Duration::from_millis(5));
+        let work = LocalWork::new(1, Duration::ZERO);
         let mut held = work.enter().await.unwrap();
         for _ in 0..20 {
             if work.shedding() {
@@ -305,7 +341,7 @@ mod tests {
         }
         assert!(work.shedding(), "a standing queue");
         let release = release_after(held, 20);
-        assert!(work.enter().await.is_none(), "only the target now");
+        assert!(work.enter().await.is_none(), "refused at once now");
         release.await.unwrap();
     }
 

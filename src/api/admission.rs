@@ -14,7 +14,7 @@
 //!   soon as the key has resolved to an account (before the body is read),
 //!   and the handler holds it, through the `Caller`, until it returns.
 //! - Local work (`local_work`): right after its overall place, a request
-//!   waits a short time at most (100 ms for a burst, 5 ms while shedding)
+//!   waits a short time at most (100 ms for a burst, none while shedding)
 //!   for a place among those using the server's own resources, or is
 //!   refused; it gives that place up while it
 //!   waits for anyone else. This is what sheds load past capacity.

@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warden::cli::ClientLimits;
 
-/// One place for local work; a standing queue is refused after 5 ms.
+/// One place for local work; while shedding, a request that finds it
+/// taken is refused at once (the default).
 fn one_place() -> ClientLimits {
     ClientLimits {
         max_local_work: Some(1),
-        admission_wait_ms: 5,
         ..ClientLimits::DEFAULT
     }
 }
