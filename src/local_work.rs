@@ -170,8 +170,7 @@ impl LocalWork {
         if since >= INTERVAL {
             // An interval with no admission at all, or one long past, says
             // nothing of the queue now.
-            watch.standing =
-                since < 2 * INTERVAL && watch.shortest.is_some_and(|s| s > TARGET);
+            watch.standing = since < 2 * INTERVAL && watch.shortest.is_some_and(|s| s > TARGET);
             watch.interval_start = now;
             watch.shortest = None;
         }

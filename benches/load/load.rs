@@ -173,7 +173,8 @@ pub async fn open_loop(spec: &RequestSpec, rate: f64, duration: Duration) -> Mea
         };
         let client = client.clone();
         tasks.spawn(async move {
-            let ok = matches!(client.send().await, Ok(answer) if (200..300).contains(&answer.status));
+            let ok =
+                matches!(client.send().await, Ok(answer) if (200..300).contains(&answer.status));
             drop(permit);
             (due.elapsed(), ok)
         });

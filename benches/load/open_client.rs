@@ -81,13 +81,16 @@ impl OpenClient {
                 HeaderValue::from_str(value).unwrap(),
             );
         }
-        let body = spec.body.as_deref().map(|body| match body.split_once(ORDER) {
-            Some((before, after)) if spec.vary_order => BodyTemplate::VariedOrder {
-                before: Bytes::copy_from_slice(before.as_bytes()),
-                after: Bytes::copy_from_slice(after.as_bytes()),
-            },
-            _ => BodyTemplate::Fixed(Bytes::copy_from_slice(body.as_bytes())),
-        });
+        let body = spec
+            .body
+            .as_deref()
+            .map(|body| match body.split_once(ORDER) {
+                Some((before, after)) if spec.vary_order => BodyTemplate::VariedOrder {
+                    before: Bytes::copy_from_slice(before.as_bytes()),
+                    after: Bytes::copy_from_slice(after.as_bytes()),
+                },
+                _ => BodyTemplate::Fixed(Bytes::copy_from_slice(body.as_bytes())),
+            });
         OpenClient {
             address,
             method: spec.method.parse().unwrap(),
