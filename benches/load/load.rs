@@ -51,12 +51,17 @@ impl RequestSpec {
     fn body_now(&self) -> Option<String> {
         let body = self.body.as_ref()?;
         Some(if self.vary_order {
-            let n: u32 = rand::Rng::gen_range(&mut rand::thread_rng(), 0..10_000);
-            body.replace(ORDER, &format!("A-{n:04}"))
+            body.replace(ORDER, &random_order())
         } else {
             body.clone()
         })
     }
+}
+
+/// An order number drawn at random, in [`ORDER`]'s place.
+pub fn random_order() -> String {
+    let n: u32 = rand::Rng::gen_range(&mut rand::thread_rng(), 0..10_000);
+    format!("A-{n:04}")
 }
 
 /// What one run measured from outside.

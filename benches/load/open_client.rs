@@ -21,7 +21,7 @@ use hyper::header::{HOST, HeaderName, HeaderValue, RETRY_AFTER};
 use hyper::{HeaderMap, Method, Request, Uri};
 use hyper_util::rt::TokioIo;
 
-use crate::load::{ORDER, RequestSpec};
+use crate::load::{ORDER, RequestSpec, random_order};
 
 /// One request, sent again and again over connections kept open.
 pub struct OpenClient {
@@ -179,10 +179,9 @@ impl OpenClient {
             None => Bytes::new(),
             Some(BodyTemplate::Fixed(body)) => body.clone(),
             Some(BodyTemplate::VariedOrder { before, after }) => {
-                let n: u32 = rand::Rng::gen_range(&mut rand::thread_rng(), 0..10_000);
                 let mut body = BytesMut::with_capacity(before.len() + ORDER.len() + after.len());
                 body.put_slice(before);
-                body.put_slice(format!("A-{n:04}").as_bytes());
+                body.put_slice(random_order().as_bytes());
                 body.put_slice(after);
                 body.freeze()
             }

@@ -39,14 +39,8 @@ enum Outcome {
 enum Failure {
     /// Another status, or a 503 without `Retry-After`.
     Status(u16),
-    /// The client's 10 s time-out.
-    TimedOut,
-    /// The connection could not be made.
-    Connect,
-    /// The answer's body could not be read whole (a reset).
-    Unread,
-    /// Any other socket error.
-    Other,
+    /// No answer (the client's 10 s time-out among them).
+    Broken(Broken),
 }
 
 struct Sample {
@@ -281,10 +275,7 @@ async fn send(requests: &OpenClient) -> Outcome {
             (503, true) => Outcome::Refused,
             (status, _) => Outcome::Failed(Failure::Status(status)),
         },
-        Err(Broken::TimedOut) => Outcome::Failed(Failure::TimedOut),
-        Err(Broken::Connect) => Outcome::Failed(Failure::Connect),
-        Err(Broken::Unread) => Outcome::Failed(Failure::Unread),
-        Err(Broken::Other) => Outcome::Failed(Failure::Other),
+        Err(broken) => Outcome::Failed(Failure::Broken(broken)),
     }
 }
 

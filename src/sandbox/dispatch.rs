@@ -109,9 +109,9 @@ impl PolicySandbox {
         // test).
         let judge = overran.then(|| self.slow.clone());
         run_blocking(export, move || {
-            let cpu = judge.as_ref().map(|_| ThreadCpu::start());
+            let timed = judge.map(|slow| (slow, ThreadCpu::start()));
             let answer = call(&sandbox, &scope, &schema_key);
-            if let (Some(slow), Some(cpu)) = (judge, cpu) {
+            if let Some((slow, cpu)) = timed {
                 judge_overrun(&slow, export, &scope, &schema_key, cpu.used());
             }
             answer
