@@ -21,6 +21,7 @@ pub mod platform;
 pub mod prompt;
 pub mod retention;
 pub mod sandbox;
+pub mod shedding_threads;
 pub mod signing;
 pub mod startup;
 pub mod store;

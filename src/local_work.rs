@@ -70,11 +70,23 @@ struct QueueWatch {
     last_refusal: Option<Instant>,
 }
 
+impl QueueWatch {
+    fn shedding(&self, now: Instant) -> bool {
+        self.standing
+            || self
+                .last_refusal
+                .is_some_and(|at| now.duration_since(at) < INTERVAL)
+    }
+}
+
 /// One request's place: held, given up while it waits elsewhere, taken
 /// again after. Shared by the request's task and its body.
 #[derive(Debug)]
 pub struct Place {
     places: Arc<Semaphore>,
+    /// Whether the request came past capacity: no place was free when it
+    /// arrived, or the server was shedding.
+    past_capacity: bool,
     state: Mutex<PlaceState>,
 }
 
@@ -109,11 +121,8 @@ impl LocalWork {
     /// the shedding wait (while shedding); `None` when none freed in time
     /// (the caller refuses the request).
     pub async fn enter(&self) -> Option<Arc<Place>> {
-        let permit = match self.places.clone().try_acquire_owned() {
-            Ok(permit) => {
-                self.admitted_after(Duration::ZERO);
-                permit
-            }
+        let (permit, past_capacity) = match self.places.clone().try_acquire_owned() {
+            Ok(permit) => (permit, self.admitted_after(Duration::ZERO)),
             Err(_) => {
                 let allowed = if self.shedding() {
                     self.shedding_wait
@@ -127,7 +136,7 @@ impl LocalWork {
                 match tokio::time::timeout(allowed, self.places.clone().acquire_owned()).await {
                     Ok(Ok(permit)) => {
                         self.admitted_after(arrived.elapsed());
-                        permit
+                        (permit, true)
                     }
                     _ => return self.refused(),
                 }
@@ -135,6 +144,7 @@ impl LocalWork {
         };
         Some(Arc::new(Place {
             places: self.places.clone(),
+            past_capacity,
             state: Mutex::new(PlaceState {
                 permit: Some(permit),
                 waits: 0,
@@ -157,13 +167,12 @@ impl LocalWork {
     /// Whether the queue stood through the last interval or a request was
     /// refused within it: new arrivals then wait only the shedding wait.
     pub fn shedding(&self) -> bool {
-        let watch = self.watch();
-        watch.standing || watch.last_refusal.is_some_and(|at| at.elapsed() < INTERVAL)
+        self.watch().shedding(Instant::now())
     }
 
     /// Counts one admission's wait into the interval, closing the interval
-    /// when it is over.
-    fn admitted_after(&self, wait: Duration) {
+    /// when it is over; whether the server is shedding.
+    fn admitted_after(&self, wait: Duration) -> bool {
         let mut watch = self.watch();
         let now = Instant::now();
         let since = now.duration_since(watch.interval_start);
@@ -175,6 +184,7 @@ impl LocalWork {
             watch.shortest = None;
         }
         watch.shortest = Some(watch.shortest.map_or(wait, |s| s.min(wait)));
+        watch.shedding(now)
     }
 
     fn watch(&self) -> std::sync::MutexGuard<'_, QueueWatch> {
@@ -183,6 +193,13 @@ impl LocalWork {
 }
 
 impl Place {
+    /// Whether the request came past capacity (no place free when it
+    /// arrived, or the server shedding): its work then runs on threads of
+    /// its own (`shedding_threads`).
+    pub fn past_capacity(&self) -> bool {
+        self.past_capacity
+    }
+
     /// Runs `work` as this place's holder: [`outside`] within it gives the
     /// place up while it waits.
     pub async fn hold<F: Future>(self: Arc<Self>, work: F) -> F::Output {
@@ -301,6 +318,24 @@ mod tests {
         let release = release_after(held, 20);
         assert!(work.enter().await.is_some(), "a burst is absorbed again");
         release.await.unwrap();
+    }
+
+    /// A request is past capacity when no place was free as it came (it
+    /// waited), or the server was shedding (a place was free, but others
+    /// are being refused); not when a place was free and nothing is shed.
+    #[tokio::test]
+    async fn past_capacity_is_a_wait_for_a_place_or_shedding() {
+        let work = LocalWork::new(1, Duration::ZERO);
+        let held = work.enter().await.expect("room");
+        assert!(!held.past_capacity(), "a place free at once, no shedding");
+        let release = release_after(held, 20);
+        let waited = work.enter().await.expect("a burst waits for the place");
+        assert!(waited.past_capacity(), "it waited for its place");
+        release.await.unwrap();
+        drop(waited);
+        assert!(work.refused().is_none());
+        let shed = work.enter().await.expect("a place is free");
+        assert!(shed.past_capacity(), "free, but the server sheds");
     }
 
     /// An operator's shedding wait (`WARDEN_ADMISSION_WAIT_MS`): while

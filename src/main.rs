@@ -14,12 +14,6 @@ use warden::cli::{Cli, Command};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// The stack of each runtime thread. Short guest calls run on the thread
-/// that asks (`src/sandbox/`) and may use the sandbox's whole 1 MiB wasm
-/// stack below the request's own frames; 4 MiB keeps at least the margin a
-/// fresh blocking-pool thread of tokio's default 2 MiB had.
-const RUNTIME_THREAD_STACK: usize = 4 << 20;
-
 /// Most of the top of glibc's heap kept rather than handed back (64 MiB:
 /// more than every SQLite connection's page cache together).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -46,7 +40,7 @@ fn main() -> ExitCode {
     keep_the_c_heap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_stack_size(RUNTIME_THREAD_STACK)
+        .thread_stack_size(warden::shedding_threads::RUNTIME_THREAD_STACK)
         .build();
     match runtime {
         Ok(runtime) => runtime.block_on(run()),

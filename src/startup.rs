@@ -182,6 +182,7 @@ impl Application {
                 self.store.clone(),
             ))
         });
+        crate::shedding_threads::start();
         let (stop_workers, stop) = tokio::sync::watch::channel(false);
         let workers = match self.worker {
             Some((worker, count)) => worker.spawn(count, stop),

@@ -17,7 +17,9 @@
 //!   waits a short time at most (100 ms for a burst, none while shedding)
 //!   for a place among those using the server's own resources, or is
 //!   refused; it gives that place up while it
-//!   waits for anyone else. This is what sheds load past capacity.
+//!   waits for anyone else. This is what sheds load past capacity. A
+//!   request admitted past capacity runs on threads of its own
+//!   (`shedding_threads`), away from those that refuse.
 
 use std::sync::Arc;
 

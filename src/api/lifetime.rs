@@ -62,7 +62,7 @@ pub async fn run_to_completion(
     next: Next,
 ) -> Response {
     if ALWAYS_ADMITTED.contains(&request.uri().path()) {
-        return detached(async move { next.run(request).await }).await;
+        return detached(false, async move { next.run(request).await }).await;
     }
     let place = match admission.admit_work() {
         Ok(place) => place,
@@ -77,7 +77,7 @@ pub async fn run_to_completion(
         let local = local.clone();
         request.map(|body| Body::new(PlaceFreeingBody::new(body, local)))
     };
-    detached(async move {
+    detached(local.past_capacity(), async move {
         let response = local.hold(next.run(request)).await;
         drop(place);
         response
@@ -85,11 +85,17 @@ pub async fn run_to_completion(
     .await
 }
 
-/// Runs `work` in a task of its own (see the module doc) and waits for it.
-async fn detached(work: impl Future<Output = Response> + Send + 'static) -> Response {
-    let work = tokio::spawn(crate::trace_context::carry(
-        work.instrument(tracing::Span::current()),
-    ));
+/// Runs `work` in a task of its own (see the module doc), on threads of
+/// its own when it came `past_capacity` (`shedding_threads`), and waits
+/// for it.
+async fn detached(
+    past_capacity: bool,
+    work: impl Future<Output = Response> + Send + 'static,
+) -> Response {
+    let work = crate::shedding_threads::spawn(
+        past_capacity,
+        crate::trace_context::carry(work.instrument(tracing::Span::current())),
+    );
     match work.await {
         Ok(response) => response,
         // Panics are caught inside (CatchPanicLayer); this is a runtime shutting down.
@@ -238,5 +244,57 @@ impl http_body::Body for PlaceFreeingBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::Router;
+    use axum::http::StatusCode;
+    use axum::middleware::from_fn_with_state;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    /// Asks `app` for `/work`: the status and the name of the thread the
+    /// handler ran on.
+    async fn ask(app: &Router) -> (StatusCode, String) {
+        let request = Request::get("/work").body(Body::empty()).unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn work_admitted_past_capacity_runs_on_the_shedding_threads() {
+        let limits = crate::cli::ClientLimits {
+            max_local_work: Some(1),
+            ..crate::cli::ClientLimits::DEFAULT
+        };
+        let admission = Admission::from_limits(&limits);
+        let app = Router::new()
+            .route(
+                "/work",
+                get(|| async { std::thread::current().name().unwrap_or("").to_owned() }),
+            )
+            .layer(from_fn_with_state(admission.clone(), run_to_completion));
+
+        let (status, thread) = ask(&app).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_ne!(thread, "warden-shedding", "below capacity work stays put");
+
+        // The only place held: an arrival waits the burst interval in vain,
+        // is refused, and the server sheds; the next one finds the place
+        // free, but comes while the server sheds.
+        let held = admission.admit_local().await.unwrap();
+        assert_eq!(ask(&app).await.0, StatusCode::SERVICE_UNAVAILABLE);
+        drop(held);
+
+        let (status, thread) = ask(&app).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(thread, "warden-shedding");
     }
 }
