@@ -25,7 +25,7 @@
 use std::future::Future;
 use std::sync::OnceLock;
 
-use tokio::runtime::{Builder, Handle, Runtime};
+use tokio::runtime::{Builder, Runtime};
 use tokio::task::JoinHandle;
 
 /// The stack of each runtime thread, here and in the server's runtime.
@@ -47,7 +47,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    match past_capacity.then(handle).flatten() {
+    match past_capacity.then(runtime).flatten() {
         Some(threads) => threads.spawn(work),
         None => tokio::spawn(work),
     }
@@ -56,11 +56,11 @@ where
 /// Makes the shedding threads now, so that the first overload does not
 /// wait for them.
 pub fn start() {
-    handle();
+    runtime();
 }
 
 /// The shedding threads' runtime, made on first use.
-fn handle() -> Option<Handle> {
+fn runtime() -> Option<&'static Runtime> {
     SHEDDING
         .get_or_init(|| {
             let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -82,7 +82,6 @@ fn handle() -> Option<Handle> {
             }
         })
         .as_ref()
-        .map(|runtime| runtime.handle().clone())
 }
 
 #[cfg(test)]
