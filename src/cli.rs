@@ -526,7 +526,8 @@ pub struct ClientLimits {
     /// Most requests using this server's own resources (CPU, database,
     /// policy guest) at once; unset, 16 per CPU the process may use. A
     /// request waiting for a host endpoint, the model, the challenge verifier
-    /// or its own client's body gives its place up while it waits. Past
+    /// or its own client's body gives its place up while it waits. At most
+    /// as many new requests wait for a place as there are places. Past
     /// capacity this keeps admitted requests fast: the excess is answered
     /// 503 with `Retry-After` at once (docs/benchmarks.md, "Past capacity").
     #[arg(long, env = "WARDEN_MAX_LOCAL_WORK", value_parser = clap::value_parser!(u32).range(1..=65_536))]
@@ -537,8 +538,9 @@ pub struct ClientLimits {
     /// milliseconds, before it is refused with 503 and `Retry-After`; 0
     /// (the default): refused at once. It sheds once a queue stands (every
     /// admission of a 100 ms interval waited longer than 5 ms, or a request
-    /// waited 100 ms in vain) until 100 ms pass without a refusal;
-    /// otherwise a request may wait up to 100 ms (a burst).
+    /// waited 100 ms in vain, or one found the queue of waiting requests
+    /// full) until 100 ms pass without a refusal; otherwise a request may
+    /// wait up to 100 ms (a burst).
     #[arg(long, env = "WARDEN_ADMISSION_WAIT_MS", default_value_t = ClientLimits::DEFAULT.admission_wait_ms)]
     pub admission_wait_ms: u64,
 

@@ -20,6 +20,14 @@
 //! on by themselves: refusing keeps every admitted wait short, so short
 //! waits alone say nothing about the load.)
 //!
+//! The queue of arrivals is bounded too: at most as many new requests
+//! wait for a place as there are places; one more is refused at once (and
+//! the server sheds). Without it, the first interval of an overload let
+//! every arrival wait up to 100 ms: a thousand requests in the queue, each
+//! on a connection the client had to open, and for 200 ms refusals took
+//! 20–50 ms and admitted requests up to 100 (docs/benchmarks.md, "A
+//! bounded queue of arrivals").
+//!
 //! Why a refusal waits for nothing by default: at twice capacity on two
 //! cores, a 5 ms wait was half of a refusal's time, and clients that resend
 //! at once (a closed loop of 128 connections) got as much done without it
@@ -36,6 +44,7 @@
 //! work already started is finished, never refused half-way.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,6 +62,10 @@ pub const TARGET: Duration = Duration::from_millis(5);
 #[derive(Debug)]
 pub struct LocalWork {
     places: Arc<Semaphore>,
+    /// New requests waiting for a place now, and the most that may: as
+    /// many as there are places.
+    arrivals_waiting: AtomicUsize,
+    most_waiting: usize,
     /// The wait a new request may spend once a queue stands (zero: none).
     shedding_wait: Duration,
     queue: Mutex<QueueWatch>,
@@ -107,6 +120,8 @@ impl LocalWork {
     pub fn new(places: usize, shedding_wait: Duration) -> Arc<Self> {
         Arc::new(LocalWork {
             places: Arc::new(Semaphore::new(places.max(1))),
+            arrivals_waiting: AtomicUsize::new(0),
+            most_waiting: places.max(1),
             shedding_wait,
             queue: Mutex::new(QueueWatch {
                 interval_start: Instant::now(),
@@ -132,6 +147,9 @@ impl LocalWork {
                 if allowed.is_zero() {
                     return self.refused();
                 }
+                let Some(_waiting) = ArrivalWaiting::join(self) else {
+                    return self.refused();
+                };
                 let arrived = Instant::now();
                 match tokio::time::timeout(allowed, self.places.clone().acquire_owned()).await {
                     Ok(Ok(permit)) => {
@@ -189,6 +207,29 @@ impl LocalWork {
 
     fn watch(&self) -> std::sync::MutexGuard<'_, QueueWatch> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One new request among those waiting for a place; dropped (admitted,
+/// refused or cancelled), it leaves the queue.
+struct ArrivalWaiting<'a>(&'a AtomicUsize);
+
+impl<'a> ArrivalWaiting<'a> {
+    /// A place in the queue of arrivals, or `None` when it is full.
+    fn join(work: &'a LocalWork) -> Option<Self> {
+        let waiting = &work.arrivals_waiting;
+        let joined = waiting
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < work.most_waiting).then_some(n + 1)
+            })
+            .is_ok();
+        joined.then_some(ArrivalWaiting(waiting))
+    }
+}
+
+impl Drop for ArrivalWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -377,6 +418,36 @@ mod tests {
         let release = release_after(held, 20);
         assert!(work.enter().await.is_none(), "refused at once now");
         release.await.unwrap();
+    }
+
+    /// At most as many arrivals wait as there are places: past that, one
+    /// is refused at once (and the server sheds), though a place would
+    /// free within the interval. A waiting arrival cancelled (its client
+    /// hung up) leaves the queue.
+    #[tokio::test]
+    async fn arrivals_beyond_a_full_queue_are_refused_at_once() {
+        let work = LocalWork::new(1, Duration::ZERO);
+        let held = work.enter().await.expect("room");
+        let cancelled = tokio::time::timeout(Duration::from_millis(5), work.enter()).await;
+        assert!(cancelled.is_err(), "it was waiting");
+        assert_eq!(work.arrivals_waiting.load(Ordering::Acquire), 0);
+
+        let release = release_after(held, 20);
+        let first = {
+            let work = work.clone();
+            tokio::spawn(async move { work.enter().await.map(drop).is_some() })
+        };
+        while work.arrivals_waiting.load(Ordering::Acquire) == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            work.enter().await.is_none(),
+            "the queue holds one arrival: the next is refused"
+        );
+        assert!(work.shedding());
+        assert!(first.await.unwrap(), "the waiting arrival got the place");
+        release.await.unwrap();
+        assert_eq!(work.arrivals_waiting.load(Ordering::Acquire), 0);
     }
 
     #[tokio::test]
