@@ -47,6 +47,18 @@ impl<K: Copy + Eq + Hash> FairShare<K> {
         })
     }
 
+    /// Whether `key` holds `limit` places now (a look: [`Self::take`]
+    /// decides).
+    pub fn full(&self, key: K) -> bool {
+        self.limit != 0
+            && self
+                .held
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .is_some_and(|count| *count >= self.limit)
+    }
+
     /// How many keys hold a place now.
     pub fn holders(&self) -> usize {
         self.held.lock().unwrap_or_else(|p| p.into_inner()).len()
@@ -82,10 +94,14 @@ mod tests {
     fn a_key_holds_at_most_the_limit_and_gets_its_places_back() {
         let share = FairShare::new(2);
         let first = share.take('a').unwrap();
+        assert!(!share.full('a'));
         let second = share.take('a').unwrap();
+        assert!(share.full('a'));
         assert!(share.take('a').is_none());
         assert!(share.take('b').is_some(), "another key is not affected");
+        assert!(!share.full('b'));
         drop(first);
+        assert!(!share.full('a'));
         let third = share.take('a').unwrap();
         drop((second, third));
         assert_eq!(share.holders(), 0, "a key with no place is forgotten");
@@ -96,6 +112,7 @@ mod tests {
         let share = FairShare::new(0);
         let held: Vec<_> = (0..100).map(|_| share.take('a').unwrap()).collect();
         assert_eq!(share.holders(), 0);
+        assert!(!share.full('a'));
         drop(held);
     }
 }

@@ -12,11 +12,15 @@
 //!   hosts verifying signatures must reach them under any load.
 //! - Per account (a `fair_share`): the `Caller` extractor takes a place as
 //!   soon as the key has resolved to an account (before the body is read),
-//!   and the handler holds it, through the `Caller`, until it returns.
+//!   and the handler holds it, through the `Caller`, until it returns. A
+//!   request whose key this server lately admitted (`known_keys`) is
+//!   refused on arrival when its account holds every place it may, before
+//!   it waits for a local place or reads its key.
 //! - Local work (`local_work`): right after its overall place, a request
-//!   waits a short time at most (100 ms for a burst, none while shedding)
-//!   for a place among those using the server's own resources, or is
-//!   refused; it gives that place up while it
+//!   waits a short time at most (100 ms for a burst, behind at most as
+//!   many others as there are places; none while shedding) for a place
+//!   among those using the server's own resources, or is refused; it gives
+//!   that place up while it
 //!   waits for anyone else. This is what sheds load past capacity. A
 //!   request admitted past capacity runs on threads of its own
 //!   (`shedding_threads`), away from those that refuse.
@@ -26,6 +30,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::error::ApiError;
+use super::known_keys::KnownKeys;
 use crate::domain::account::AccountId;
 use crate::fair_share::{FairShare, Place};
 use crate::local_work::{self, LocalWork};
@@ -39,6 +44,7 @@ pub struct Admission {
     overall: Arc<Semaphore>,
     per_account: Arc<FairShare<AccountId>>,
     local: Arc<LocalWork>,
+    known_keys: KnownKeys,
 }
 
 /// A place among the requests being worked on.
@@ -58,7 +64,13 @@ impl Admission {
                 limits.local_work_places(),
                 std::time::Duration::from_millis(limits.admission_wait_ms),
             ),
+            known_keys: KnownKeys::default(),
         })
+    }
+
+    /// The accounts of the keys lately admitted here.
+    pub fn known_keys(&self) -> &KnownKeys {
+        &self.known_keys
     }
 
     /// A place among the requests using local resources, or the 503 that
@@ -91,16 +103,30 @@ impl Admission {
 
     /// A place for one more request of `account`, or the 503 that refuses it.
     pub fn admit_account(&self, account: AccountId) -> Result<AccountPermit, ApiError> {
-        self.per_account.take(account).ok_or_else(|| {
-            tracing::warn!(
-                account = account.number(),
-                limit = self.per_account.limit(),
-                "request refused: this account has as many requests in progress as it may"
-            );
-            ApiError::Overloaded {
-                reason: "this account has too many requests in progress; retry after the time given in Retry-After",
-                retry_after_secs: RETRY_AFTER_SECONDS,
-            }
-        })
+        self.per_account
+            .take(account)
+            .ok_or_else(|| self.account_refusal(account))
+    }
+
+    /// The 503 that refuses a request of `account` on arrival, when the
+    /// account holds as many places as it may already (a look, not a place:
+    /// the request takes its place once its key is read).
+    pub fn refuse_account_at_bound(&self, account: AccountId) -> Result<(), ApiError> {
+        match self.per_account.full(account) {
+            true => Err(self.account_refusal(account)),
+            false => Ok(()),
+        }
+    }
+
+    fn account_refusal(&self, account: AccountId) -> ApiError {
+        tracing::warn!(
+            account = account.number(),
+            limit = self.per_account.limit(),
+            "request refused: this account has as many requests in progress as it may"
+        );
+        ApiError::Overloaded {
+            reason: "this account has too many requests in progress; retry after the time given in Retry-After",
+            retry_after_secs: RETRY_AFTER_SECONDS,
+        }
     }
 }

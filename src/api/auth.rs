@@ -3,11 +3,11 @@
 //! other-environment keys are all the same 401.
 
 use axum::extract::FromRequestParts;
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
 
 use super::AppState;
-use super::admission::AccountPermit;
+use super::admission::{AccountPermit, Admission};
 use super::error::ApiError;
 use crate::crypto::api_key;
 use crate::domain::account::AccountId;
@@ -46,20 +46,67 @@ impl Caller {
     /// hash (one store read that judges the key and joins what the route
     /// needs of its account), a refusal's 401, and the account's place.
     pub(super) async fn authenticate<Joined, Read>(
-        parts: &Parts,
+        parts: &mut Parts,
         state: &AppState,
         authenticate: impl FnOnce(String) -> Read,
     ) -> Result<(Self, Joined), ApiError>
     where
         Read: Future<Output = StoreResult<Result<(AccountId, Joined), KeyRefusal>>>,
     {
-        let token = bearer_token(parts).ok_or(ApiError::Unauthorized)?;
-        let (account, joined) = authenticate(api_key::hash(token)).await?.map_err(refused)?;
+        let presented = match parts.extensions.remove::<PresentedKey>() {
+            Some(presented) => presented,
+            None => PresentedKey::of(bearer_token(&parts.headers).ok_or(ApiError::Unauthorized)?),
+        };
+        let known = state.admission.known_keys();
+        let (account, joined) = match authenticate(presented.hash.clone()).await? {
+            Ok(admitted) => {
+                known.admitted(&presented.hash, admitted.0);
+                admitted
+            }
+            Err(refusal) => {
+                known.refused(&presented.hash);
+                return Err(refused(refusal));
+            }
+        };
         let caller = Caller {
             account,
             _admitted: state.admission.admit_account(account)?,
         };
         Ok((caller, joined))
+    }
+}
+
+/// A request's bearer key, hashed once on arrival (`lifetime`) and carried
+/// to the `Caller` in the request's extensions.
+#[derive(Clone)]
+pub struct PresentedKey {
+    hash: String,
+}
+
+impl PresentedKey {
+    /// The presented key of a request just arrived, if it bears a
+    /// well-formed one; the 503 at once when this server lately admitted
+    /// the key (`known_keys`) and its account has as many requests in
+    /// progress as it may, so that such a request neither waits for a local
+    /// place nor reads the store to be refused.
+    pub fn on_arrival(
+        headers: &HeaderMap,
+        admission: &Admission,
+    ) -> Result<Option<PresentedKey>, ApiError> {
+        let Some(token) = bearer_token(headers) else {
+            return Ok(None);
+        };
+        let presented = PresentedKey::of(token);
+        if let Some(account) = admission.known_keys().account_of(&presented.hash) {
+            admission.refuse_account_at_bound(account)?;
+        }
+        Ok(Some(presented))
+    }
+
+    fn of(token: &str) -> PresentedKey {
+        PresentedKey {
+            hash: api_key::hash(token),
+        }
     }
 }
 
@@ -93,8 +140,8 @@ impl FromRequestParts<AppState> for TurnCaller {
     }
 }
 
-fn bearer_token(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     let well_formed = scheme.eq_ignore_ascii_case("bearer")

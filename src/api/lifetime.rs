@@ -58,7 +58,7 @@ const ALWAYS_ADMITTED: [&str; 3] = ["/health", crate::api::jwks::JWKS_PATH, "/op
 /// which holds a place among the requests in progress until it ends.
 pub async fn run_to_completion(
     State(admission): State<Arc<Admission>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     if ALWAYS_ADMITTED.contains(&request.uri().path()) {
@@ -68,6 +68,13 @@ pub async fn run_to_completion(
         Ok(place) => place,
         Err(refused) => return refused.into_response(),
     };
+    match super::auth::PresentedKey::on_arrival(request.headers(), &admission) {
+        Ok(Some(presented)) => {
+            request.extensions_mut().insert(presented);
+        }
+        Ok(None) => {}
+        Err(refused) => return refused.into_response(),
+    }
     let local = match admission.admit_local().await {
         Ok(local) => local,
         Err(refused) => return refused.into_response(),

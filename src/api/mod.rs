@@ -29,6 +29,7 @@ pub mod health;
 pub mod idempotent;
 pub mod json_body;
 pub mod jwks;
+pub mod known_keys;
 pub mod lifetime;
 pub mod mcp;
 pub mod message_body;

@@ -117,6 +117,67 @@ async fn past_capacity_the_excess_is_refused_with_retry_after_and_service_return
     assert_eq!(status, 200, "{body}");
 }
 
+/// An account with as many requests in progress as it may is refused on
+/// arrival when its key was lately admitted (`known_keys`): with the only
+/// local place taken, its request is refused by its account's bound, not
+/// after waiting for a place it would not have been given work for.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_at_its_bound_is_refused_before_it_waits_for_a_place(backend: Backend) {
+    let app = TestApp::spawn_with_limits(
+        backend,
+        ClientLimits {
+            max_in_flight_per_account: 1,
+            ..one_place()
+        },
+    )
+    .await;
+    let key = account_ready(&app, "busy").await;
+    let other = app.account_with_key("other").await;
+    let lock = HeldLock::take(&app.db).await;
+    // A credential write holds the account's one place and the only local
+    // place, waiting on the lock.
+    let writer = {
+        let api = app.api(&key);
+        tokio::spawn(async move {
+            let secret = json!({"auth_type": "bearer", "secret": "rotated-token-456"});
+            api.put_credential(CREDENTIAL, &secret).await
+        })
+    };
+    // Another account finds no local place (its key is read only after one).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let (status, body, _) = loop {
+        let answer = list(&app, &other).await;
+        if answer.0 != 200 || Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(
+        body["error"], "the server is at capacity; retry after the time given in Retry-After",
+        "{body}"
+    );
+    // The busy account is refused by its own bound, before the wait.
+    let (status, body, retry_after) = list(&app, &key).await;
+    assert_eq!(status, 503, "{body}");
+    assert_flat_error(&body, "SERVICE_UNAVAILABLE");
+    assert_eq!(retry_after.as_deref(), Some("1"));
+    assert_eq!(
+        body["error"],
+        "this account has too many requests in progress; retry after the time given in Retry-After",
+        "{body}"
+    );
+
+    lock.release().await;
+    let (status, body) = writer.await.unwrap();
+    assert!((200..300).contains(&status), "{status} {body}");
+    for key in [&key, &other] {
+        let (status, body, _) = list(&app, key).await;
+        assert_eq!(status, 200, "{body}");
+    }
+}
+
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_to_a_slow_endpoint_holds_no_place(backend: Backend) {
