@@ -223,7 +223,8 @@ impl<'a> ArrivalWaiting<'a> {
                 (n < work.most_waiting).then_some(n + 1)
             })
             .is_ok();
-        joined.then_some(ArrivalWaiting(waiting))
+        // Made only when joined: its drop leaves the queue.
+        joined.then(|| ArrivalWaiting(waiting))
     }
 }
 

@@ -34,27 +34,37 @@ pub const FRESH_FOR: Duration = Duration::from_secs(10);
 /// each: about 2 MiB).
 pub const CAPACITY: usize = 16_384;
 
-#[derive(Debug, Default)]
-pub struct KnownKeys {
-    keys: Mutex<HashMap<String, Known>>,
+/// The keys and their accounts (`Account` is an [`AccountId`] but in this
+/// module's tests: only the store makes one).
+#[derive(Debug)]
+pub struct KnownKeys<Account = AccountId> {
+    keys: Mutex<HashMap<String, Known<Account>>>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Known {
-    account: AccountId,
+struct Known<Account> {
+    account: Account,
     admitted_at: Instant,
 }
 
-impl KnownKeys {
+impl<Account> Default for KnownKeys<Account> {
+    fn default() -> Self {
+        KnownKeys {
+            keys: Mutex::default(),
+        }
+    }
+}
+
+impl<Account: Copy> KnownKeys<Account> {
     /// The account of the key with this hash, if the store admitted it
     /// within [`FRESH_FOR`].
-    pub fn account_of(&self, key_hash: &str) -> Option<AccountId> {
+    pub fn account_of(&self, key_hash: &str) -> Option<Account> {
         let known = *self.keys().get(key_hash)?;
         (known.admitted_at.elapsed() < FRESH_FOR).then_some(known.account)
     }
 
     /// The store has just admitted this key for `account`.
-    pub fn admitted(&self, key_hash: &str, account: AccountId) {
+    pub fn admitted(&self, key_hash: &str, account: Account) {
         let now = Instant::now();
         let mut keys = self.keys();
         if let Some(known) = keys.get_mut(key_hash) {
@@ -85,7 +95,7 @@ impl KnownKeys {
         self.keys().remove(key_hash);
     }
 
-    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, Known>> {
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, Known<Account>>> {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -99,16 +109,12 @@ impl KnownKeys {
 mod tests {
     use super::*;
 
-    fn account(n: i64) -> AccountId {
-        AccountId::from_stored(n)
-    }
-
     #[test]
     fn a_key_is_known_from_its_admission_until_its_refusal() {
-        let known = KnownKeys::default();
+        let known = KnownKeys::<u32>::default();
         assert_eq!(known.account_of("h1"), None);
-        known.admitted("h1", account(7));
-        assert_eq!(known.account_of("h1"), Some(account(7)));
+        known.admitted("h1", 7);
+        assert_eq!(known.account_of("h1"), Some(7));
         assert_eq!(known.account_of("h2"), None);
         known.refused("h1");
         assert_eq!(known.account_of("h1"), None);
@@ -116,29 +122,29 @@ mod tests {
 
     #[test]
     fn a_key_not_admitted_lately_is_not_known() {
-        let known = KnownKeys::default();
-        known.admitted("old", account(1));
+        let known = KnownKeys::<u32>::default();
+        known.admitted("old", 1);
         known.keys().get_mut("old").unwrap().admitted_at -= FRESH_FOR;
         assert_eq!(known.account_of("old"), None);
-        known.admitted("old", account(1));
-        assert_eq!(known.account_of("old"), Some(account(1)));
+        known.admitted("old", 1);
+        assert_eq!(known.account_of("old"), Some(1));
     }
 
     #[test]
     fn the_map_is_bounded_and_makes_room_from_stale_keys() {
-        let known = KnownKeys::default();
+        let known = KnownKeys::<u32>::default();
         for n in 0..CAPACITY {
-            known.admitted(&format!("k{n}"), account(1));
+            known.admitted(&format!("k{n}"), 1);
         }
-        known.admitted("one-too-many", account(2));
+        known.admitted("one-too-many", 2);
         assert_eq!(known.len(), CAPACITY);
         assert_eq!(known.account_of("one-too-many"), None);
-        assert_eq!(known.account_of("k0"), Some(account(1)));
+        assert_eq!(known.account_of("k0"), Some(1));
 
         known.keys().get_mut("k0").unwrap().admitted_at -= FRESH_FOR;
-        known.admitted("newcomer", account(2));
+        known.admitted("newcomer", 2);
         assert_eq!(known.len(), CAPACITY);
-        assert_eq!(known.account_of("newcomer"), Some(account(2)));
+        assert_eq!(known.account_of("newcomer"), Some(2));
         assert_eq!(known.account_of("k0"), None);
     }
 }
