@@ -110,8 +110,7 @@ impl Application {
             admission: crate::api::admission::Admission::from_limits(&serve.limits),
             mcp,
         });
-        let listener = TcpListener::bind(serve.listen)
-            .await
+        let listener = http_server::listen(serve.listen)
             .with_context(|| format!("cannot listen on {}", serve.listen))?;
         let metrics = match serve.metrics_listen {
             Some(address) => {

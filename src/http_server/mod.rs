@@ -29,6 +29,13 @@
 //! a first byte with no deadline at all.
 //!
 //! Each request carries its peer address as `ConnectInfo<SocketAddr>`.
+//!
+//! The listener ([`listen`]) asks the kernel for a backlog of
+//! [`LISTEN_BACKLOG`] connections rather than the standard library's 128:
+//! when a burst of clients connects at once (an overload's start, clients
+//! re-opening pools after a restart), the kernel drops the connection
+//! requests past the backlog and each such client retries only a second
+//! later.
 
 pub mod metrics_listener;
 mod release;
@@ -47,7 +54,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tower::ServiceExt;
 
@@ -55,6 +62,23 @@ use crate::client_address::ClientKey;
 use crate::fair_share::{FairShare, Place};
 use release::{Member, Release};
 use write_deadline::WriteDeadline;
+
+/// New connections the kernel may hold for the accept loop (capped by the
+/// kernel's `net.core.somaxconn`, 4096 on current kernels).
+pub const LISTEN_BACKLOG: u32 = 1024;
+
+/// A listener on `address` with a backlog of [`LISTEN_BACKLOG`].
+pub fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match address {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    // As the standard library's listeners: a restarted server binds its
+    // port again without waiting for the old connections' TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
 
 /// The connection-level bounds, from `ClientLimits`.
 #[derive(Clone, Copy, Debug)]

@@ -176,6 +176,53 @@ async fn the_server_stays_responsive_under_200_trickling_connections() {
     assert_eq!(cut, 200, "every trickling client was cut off");
 }
 
+/// A burst of new connections while none can be served waits in the
+/// kernel's backlog (`http_server::LISTEN_BACKLOG`): every one is
+/// established, none dropped to retry a second later (the standard
+/// library's backlog of 128 held about that many).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_connections_beyond_the_cap_waits_in_the_backlog() {
+    const BURST: usize = 400;
+    let app = TestApp::spawn_with_limits(
+        Backend::Sqlite,
+        ClientLimits {
+            max_connections: 1,
+            max_connections_per_client: 0,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 10_000,
+            ..ClientLimits::DEFAULT
+        },
+    )
+    .await;
+    let key = app.account_with_key("uploads").await;
+    let mut busy = connect(&app).await;
+    busy.write_all(unfinished_upload(&key).as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A dropped connection request is retried after 1 s, 3 s, 7 s …: a
+    // backlog too short shows as connections not made within 3 s.
+    let burst = (0..BURST).map(|_| {
+        let address = app.address.trim_start_matches("http://").to_owned();
+        tokio::spawn(async move {
+            tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(address))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        })
+    });
+    let mut established = Vec::new();
+    for connection in futures::future::join_all(burst).await {
+        established.extend(connection.unwrap());
+    }
+    assert_eq!(
+        established.len(),
+        BURST,
+        "every connection of the burst is established and waits its turn"
+    );
+    drop(busy);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_beyond_the_cap_wait_for_a_busy_one_to_finish() {
     // Idle connections make room at once (greedy_clients.rs); busy ones,
