@@ -12,7 +12,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
@@ -32,8 +32,17 @@ pub struct OpenClient {
     headers: HeaderMap,
     body: Option<BodyTemplate>,
     timeout: Duration,
-    idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
+    /// Kept connections, and since when each has been idle.
+    idle: Mutex<Vec<(SendRequest<Full<Bytes>>, Instant)>>,
 }
+
+/// How long a kept connection may stay idle and still be used: Warden
+/// closes one idle for its header-read time-out (10 s by default), and a
+/// request sent just as it does fails. As a client pool with an idle
+/// time-out below the server's, the generator drops such a connection
+/// instead (one run lost 5 requests at once, 10 s into the phase, on
+/// connections opened at its start and idle since).
+const IDLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// A request's body; with the order number drawn per request where the
 /// spec asks (`RequestSpec::vary_order`).
@@ -126,7 +135,7 @@ impl OpenClient {
                         .collect()
                         .await
                         .map_err(|_| Broken::Unread)?;
-                    self.idle.lock().unwrap().push(sender);
+                    self.idle.lock().unwrap().push((sender, Instant::now()));
                     return Ok(Answer {
                         status,
                         retry_after,
@@ -148,7 +157,12 @@ impl OpenClient {
     async fn connection(&self) -> Result<(SendRequest<Full<Bytes>>, bool), Broken> {
         loop {
             let kept = self.idle.lock().unwrap().pop();
-            let Some(mut sender) = kept else { break };
+            let Some((mut sender, idle_since)) = kept else {
+                break;
+            };
+            if idle_since.elapsed() >= IDLE_LIMIT {
+                continue;
+            }
             // Ready once it has finished the last exchange; an error when
             // the server has closed it.
             if sender.ready().await.is_ok() {
