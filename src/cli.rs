@@ -527,9 +527,9 @@ pub struct ClientLimits {
     /// policy guest) at once; unset, 16 per CPU the process may use. A
     /// request waiting for a host endpoint, the model, the challenge verifier
     /// or its own client's body gives its place up while it waits. At most
-    /// as many new requests wait for a place as there are places. Past
-    /// capacity this keeps admitted requests fast: the excess is answered
-    /// 503 with `Retry-After` at once (docs/benchmarks.md, "Past capacity").
+    /// four new requests per place wait for one. Past capacity this keeps
+    /// admitted requests fast: the excess is answered 503 with
+    /// `Retry-After` at once (docs/benchmarks.md, "Past capacity").
     #[arg(long, env = "WARDEN_MAX_LOCAL_WORK", value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_local_work: Option<u32>,
 

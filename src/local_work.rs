@@ -20,8 +20,8 @@
 //! on by themselves: refusing keeps every admitted wait short, so short
 //! waits alone say nothing about the load.)
 //!
-//! The queue of arrivals is bounded too: at most as many new requests
-//! wait for a place as there are places; one more is refused at once (and
+//! The queue of arrivals is bounded too: at most [`ARRIVALS_PER_PLACE`]
+//! new requests per place wait for one; one more is refused at once (and
 //! the server sheds). Without it, the first interval of an overload let
 //! every arrival wait up to 100 ms: a thousand requests in the queue, each
 //! on a connection the client had to open, and for 200 ms refusals took
@@ -58,12 +58,20 @@ pub const INTERVAL: Duration = Duration::from_millis(100);
 /// this is a standing queue.
 pub const TARGET: Duration = Duration::from_millis(5);
 
+/// New requests that may wait for a place, per place. Enough that a
+/// stall of the database under normal load (a slow WAL sync: tens of
+/// milliseconds) is waited out rather than refused (one place per waiting
+/// arrival refused such a stall at half capacity, docs/benchmarks.md, "A
+/// bounded queue of arrivals"); few enough that an overload's first
+/// interval does not queue a thousand.
+pub const ARRIVALS_PER_PLACE: usize = 4;
+
 /// The places and the wait a new request may spend for one.
 #[derive(Debug)]
 pub struct LocalWork {
     places: Arc<Semaphore>,
-    /// New requests waiting for a place now, and the most that may: as
-    /// many as there are places.
+    /// New requests waiting for a place now, and the most that may
+    /// ([`ARRIVALS_PER_PLACE`] per place).
     arrivals_waiting: AtomicUsize,
     most_waiting: usize,
     /// The wait a new request may spend once a queue stands (zero: none).
@@ -121,7 +129,7 @@ impl LocalWork {
         Arc::new(LocalWork {
             places: Arc::new(Semaphore::new(places.max(1))),
             arrivals_waiting: AtomicUsize::new(0),
-            most_waiting: places.max(1),
+            most_waiting: places.max(1) * ARRIVALS_PER_PLACE,
             shedding_wait,
             queue: Mutex::new(QueueWatch {
                 interval_start: Instant::now(),
@@ -421,34 +429,39 @@ mod tests {
         release.await.unwrap();
     }
 
-    /// At most as many arrivals wait as there are places: past that, one
-    /// is refused at once (and the server sheds), though a place would
+    /// At most `ARRIVALS_PER_PLACE` arrivals per place wait: past that,
+    /// one is refused at once (and the server sheds), though a place would
     /// free within the interval. A waiting arrival cancelled (its client
     /// hung up) leaves the queue.
     #[tokio::test]
     async fn arrivals_beyond_a_full_queue_are_refused_at_once() {
         let work = LocalWork::new(1, Duration::ZERO);
+        let waiting = || work.arrivals_waiting.load(Ordering::Acquire);
         let held = work.enter().await.expect("room");
         let cancelled = tokio::time::timeout(Duration::from_millis(5), work.enter()).await;
         assert!(cancelled.is_err(), "it was waiting");
-        assert_eq!(work.arrivals_waiting.load(Ordering::Acquire), 0);
+        assert_eq!(waiting(), 0);
 
         let release = release_after(held, 20);
-        let first = {
-            let work = work.clone();
-            tokio::spawn(async move { work.enter().await.map(drop).is_some() })
-        };
-        while work.arrivals_waiting.load(Ordering::Acquire) == 0 {
+        let queued: Vec<_> = (0..ARRIVALS_PER_PLACE)
+            .map(|_| {
+                let work = work.clone();
+                tokio::spawn(async move { work.enter().await.map(drop).is_some() })
+            })
+            .collect();
+        while waiting() < ARRIVALS_PER_PLACE {
             tokio::task::yield_now().await;
         }
         assert!(
             work.enter().await.is_none(),
-            "the queue holds one arrival: the next is refused"
+            "the queue is full: the next arrival is refused"
         );
         assert!(work.shedding());
-        assert!(first.await.unwrap(), "the waiting arrival got the place");
+        for arrival in queued {
+            assert!(arrival.await.unwrap(), "a waiting arrival got the place");
+        }
         release.await.unwrap();
-        assert_eq!(work.arrivals_waiting.load(Ordering::Acquire), 0);
+        assert_eq!(waiting(), 0);
     }
 
     #[tokio::test]

@@ -17,8 +17,8 @@
 //!   refused on arrival when its account holds every place it may, before
 //!   it waits for a local place or reads its key.
 //! - Local work (`local_work`): right after its overall place, a request
-//!   waits a short time at most (100 ms for a burst, behind at most as
-//!   many others as there are places; none while shedding) for a place
+//!   waits a short time at most (100 ms for a burst, behind at most four
+//!   others per place; none while shedding) for a place
 //!   among those using the server's own resources, or is refused; it gives
 //!   that place up while it
 //!   waits for anyone else. This is what sheds load past capacity. A
