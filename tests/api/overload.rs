@@ -78,6 +78,28 @@ async fn list(app: &TestApp, key: &str) -> (u16, Value, Option<String>) {
     (status, body, retry_after)
 }
 
+/// A credential write of `key`'s account, in the background: with
+/// [`HeldLock`] taken, it waits on the lock holding its places.
+fn credential_write(app: &TestApp, key: &str) -> tokio::task::JoinHandle<(u16, Value)> {
+    let api = app.api(key);
+    tokio::spawn(async move {
+        let secret = json!({"auth_type": "bearer", "secret": "rotated-token-456"});
+        api.put_credential(CREDENTIAL, &secret).await
+    })
+}
+
+/// `list` of `key` until it is not 200 (3 s at most): the first refusal.
+async fn first_refusal(app: &TestApp, key: &str) -> (u16, Value, Option<String>) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let answer = list(app, key).await;
+        if answer.0 != 200 || Instant::now() > deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[apply(backends)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_capacity_the_excess_is_refused_with_retry_after_and_service_returns(
@@ -87,22 +109,9 @@ async fn past_capacity_the_excess_is_refused_with_retry_after_and_service_return
     let key = account_ready(&app, "busy").await;
     let lock = HeldLock::take(&app.db).await;
     // A credential write waits on the lock, in the only place.
-    let writer = {
-        let api = app.api(&key);
-        tokio::spawn(async move {
-            let secret = json!({"auth_type": "bearer", "secret": "rotated-token-456"});
-            api.put_credential(CREDENTIAL, &secret).await
-        })
-    };
+    let writer = credential_write(&app, &key);
     // The next requests find no room: refused, with Retry-After.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let (status, body, retry_after) = loop {
-        let answer = list(&app, &key).await;
-        if answer.0 != 200 || Instant::now() > deadline {
-            break answer;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let (status, body, retry_after) = first_refusal(&app, &key).await;
     assert_eq!(status, 503, "{body}");
     assert_flat_error(&body, "SERVICE_UNAVAILABLE");
     assert_eq!(retry_after.as_deref(), Some("1"));
@@ -137,22 +146,9 @@ async fn an_account_at_its_bound_is_refused_before_it_waits_for_a_place(backend:
     let lock = HeldLock::take(&app.db).await;
     // A credential write holds the account's one place and the only local
     // place, waiting on the lock.
-    let writer = {
-        let api = app.api(&key);
-        tokio::spawn(async move {
-            let secret = json!({"auth_type": "bearer", "secret": "rotated-token-456"});
-            api.put_credential(CREDENTIAL, &secret).await
-        })
-    };
+    let writer = credential_write(&app, &key);
     // Another account finds no local place (its key is read only after one).
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let (status, body, _) = loop {
-        let answer = list(&app, &other).await;
-        if answer.0 != 200 || Instant::now() > deadline {
-            break answer;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let (status, body, _) = first_refusal(&app, &other).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(
         body["error"], "the server is at capacity; retry after the time given in Retry-After",
