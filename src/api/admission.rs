@@ -18,10 +18,9 @@
 //!   it waits for a local place or reads its key.
 //! - Local work (`local_work`): right after its overall place, a request
 //!   waits a short time at most (100 ms for a burst, behind at most four
-//!   others per place; none while shedding) for a place
-//!   among those using the server's own resources, or is refused; it gives
-//!   that place up while it
-//!   waits for anyone else. This is what sheds load past capacity. A
+//!   others per place; none while shedding) for a place among those using
+//!   the server's own resources, or is refused; it gives that place up
+//!   while it waits for anyone else. This is what sheds load past capacity. A
 //!   request admitted past capacity runs on threads of its own
 //!   (`shedding_threads`), away from those that refuse.
 
@@ -112,10 +111,10 @@ impl Admission {
     /// account holds as many places as it may already (a look, not a place:
     /// the request takes its place once its key is read).
     pub fn refuse_account_at_bound(&self, account: AccountId) -> Result<(), ApiError> {
-        match self.per_account.full(account) {
-            true => Err(self.account_refusal(account)),
-            false => Ok(()),
+        if self.per_account.full(account) {
+            return Err(self.account_refusal(account));
         }
+        Ok(())
     }
 
     fn account_refusal(&self, account: AccountId) -> ApiError {
