@@ -373,10 +373,21 @@ pub(crate) fn log_statement(summary: &'static str, sql: &str) {
 }
 
 /// A driver's error as the store's: SQLite busy or locked is worth a
-/// retry, a value of the wrong type is corrupt data, the rest a bug.
+/// retry, a unique rule's refusal names the rule (as sqlx's and the
+/// PostgreSQL lane's do), a value of the wrong type is corrupt data, the
+/// rest a bug.
 fn classify(err: rusqlite::Error) -> StoreError {
     let classified = match &err {
         _ if is_busy(&err) => StoreError::Unavailable(DriverError::new(err)),
+        rusqlite::Error::SqliteFailure(failure, Some(message))
+            if matches!(
+                failure.extended_code,
+                rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                    | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+            ) =>
+        {
+            StoreError::Conflict(super::error::Constraint::of_report(message))
+        }
         rusqlite::Error::InvalidColumnType(..)
         | rusqlite::Error::FromSqlConversionFailure(..)
         | rusqlite::Error::IntegralValueOutOfRange(..) => StoreError::Corrupt(err.to_string()),
