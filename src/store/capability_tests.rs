@@ -1,6 +1,6 @@
 //! Contract-test records: the sanitized outcome of each test run.
 
-use super::direct::{Param, Step};
+use super::direct::Param;
 use super::{Store, StoreResult, on_pool};
 use crate::domain::account::AccountId;
 use crate::domain::closed_set::closed_set;
@@ -26,15 +26,18 @@ pub struct TestRecord {
     pub created_at: i64,
 }
 
+/// The statement that records one contract test.
+pub(crate) const INSERT_TEST_RECORD: &str = "INSERT INTO capability_tests (id, account_id, capability_id, revision, \
+     status, reason, http_status, attempts, duration_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
 impl Store {
     pub async fn insert_test_record(
         &self,
         account: &AccountId,
         record: &TestRecord,
     ) -> StoreResult<()> {
-        let step = Step::<()>::new(
-            "INSERT INTO capability_tests (id, account_id, capability_id, revision, status, reason, http_status, \
-             attempts, duration_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        self.insert_record(
+            INSERT_TEST_RECORD,
             vec![
                 Param::Text(&record.id),
                 Param::Int(account.number()),
@@ -47,9 +50,8 @@ impl Store {
                 Param::Int(record.duration_ms),
                 Param::Int(record.created_at),
             ],
-        );
-        self.write_steps(&[step]).await?;
-        Ok(())
+        )
+        .await
     }
 
     /// The account's latest `limit` test records of one capability, newest first.

@@ -1,7 +1,7 @@
 //! Capability-gap events, listed newest first with a keyset cursor
 //! `(occurred_at, id)` so pages stay stable when timestamps are equal.
 
-use super::direct::{Param, Step};
+use super::direct::Param;
 use super::{Store, StoreResult, on_pool};
 use crate::domain::account::AccountId;
 use crate::domain::diagnostics::{GapKind, GapReason};
@@ -47,9 +47,8 @@ pub(crate) fn gap_event_params<'a>(account: &AccountId, event: &'a GapEvent) -> 
 
 impl Store {
     pub async fn record_gap_event(&self, account: &AccountId, event: &GapEvent) -> StoreResult<()> {
-        let step = Step::<()>::new(INSERT_GAP_EVENT, gap_event_params(account, event));
-        self.write_steps(&[step]).await?;
-        Ok(())
+        self.insert_record(INSERT_GAP_EVENT, gap_event_params(account, event))
+            .await
     }
 
     /// Up to `limit` events older than `before` (or the newest), newest first.

@@ -33,6 +33,7 @@ mod pgpass;
 pub mod platform;
 pub mod policy;
 pub mod prompt_integrations;
+mod record_batches;
 pub mod retention;
 pub mod signing_keys;
 mod wal_checkpoint;
@@ -59,20 +60,23 @@ pub enum Store {
     Postgres(PgStore),
 }
 
-/// A PostgreSQL database: sqlx's pool, and the lane of connections its hot
-/// statements take (`pg_lane`).
+/// A PostgreSQL database: sqlx's pool, the lane of connections its hot
+/// statements take (`pg_lane`), and the lone records written together
+/// (`record_batches`).
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
     lane: std::sync::Arc<pg_lane::PgLane>,
+    records: std::sync::Arc<record_batches::RecordBatches>,
 }
 
 impl PgStore {
     fn new(pool: PgPool, url: &str) -> Self {
-        let lane = pg_lane::PgLane::new(url, &pool.connect_options());
+        let lane = std::sync::Arc::new(pg_lane::PgLane::new(url, &pool.connect_options()));
         PgStore {
             pool,
-            lane: std::sync::Arc::new(lane),
+            records: std::sync::Arc::new(record_batches::RecordBatches::new(lane.clone())),
+            lane,
         }
     }
 
@@ -404,6 +408,24 @@ impl Store {
         // An in-memory database, or a file direct could not open.
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
         direct::run_steps!(tx, steps)
+    }
+
+    /// Inserts one record, a lone row of `sql` (an `INSERT … VALUES (…)`
+    /// with nothing to roll back for), and returns once it is committed. On
+    /// PostgreSQL with the records of the same statement that arrive
+    /// meanwhile (`record_batches`); on SQLite as [`Store::write_steps`].
+    pub(crate) async fn insert_record(
+        &self,
+        sql: &'static str,
+        row: Vec<direct::Param<'_>>,
+    ) -> StoreResult<()> {
+        match self {
+            Store::Postgres(postgres) => postgres.records.insert(sql, &row).await,
+            Store::Sqlite(_) => self
+                .write_steps(&[direct::Step::<()>::new(sql, row)])
+                .await
+                .map(drop),
+        }
     }
 
     /// A cheap round trip, for the health check.

@@ -46,8 +46,9 @@ use super::{ACQUIRE_TIMEOUT, StoreError, StoreResult};
 pub(crate) const LANE_CONNECTIONS: usize = 10;
 
 /// Prepared statements each connection keeps (the hot statements are a
-/// fixed set of texts in the code; past this the oldest are all dropped).
-const STATEMENTS_PER_CONNECTION: usize = 64;
+/// fixed set of texts in the code, each record's in up to
+/// `record_batches::MAX_ROWS` sizes; past this they are all dropped).
+const STATEMENTS_PER_CONNECTION: usize = 128;
 
 pub(crate) struct PgLane {
     config: tokio_postgres::Config,

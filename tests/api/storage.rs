@@ -843,3 +843,51 @@ async fn rows_written_before_migration_0022_are_kept_in_order(backend: Backend) 
     let after = store.recent_messages(&conversation, 10).await.unwrap();
     assert_eq!(bodies(after), ["first", "second", "third", "fourth"]);
 }
+
+/// Records written at once (on PostgreSQL, several in one statement) are
+/// each stored, and one the schema refuses (an id already taken) fails
+/// only its own caller: the others' records are neither lost nor refused
+/// with it.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_written_at_once_are_each_stored_or_refused_alone(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    let account = store.create_account("acme").await.unwrap();
+    store
+        .record_gap_event(&account, &gap_event("gap_taken"))
+        .await
+        .unwrap();
+    let ids: Vec<String> = (0..40)
+        .map(|i| match i {
+            17 => "gap_taken".to_owned(),
+            i => format!("gap_{i}"),
+        })
+        .collect();
+    let outcomes = futures::future::join_all(ids.iter().map(|id| {
+        let (store, account) = (&store, &account);
+        async move { store.record_gap_event(account, &gap_event(id)).await }
+    }))
+    .await;
+    for (id, outcome) in ids.iter().zip(&outcomes) {
+        if id == "gap_taken" {
+            assert!(
+                matches!(outcome, Err(StoreError::Conflict(_))),
+                "{id}: {outcome:?}"
+            );
+        } else {
+            assert!(outcome.is_ok(), "{id}: {outcome:?}");
+        }
+    }
+    let mut stored: Vec<String> = store
+        .list_gap_events(&account, 100, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|event| event.id)
+        .collect();
+    stored.sort();
+    let mut expected: Vec<String> = ids.clone();
+    expected.sort();
+    assert_eq!(stored, expected, "every record once, the taken id once");
+}
