@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use super::direct::{Param, Step};
+use super::error::DriverError;
 use super::pg_lane::PgLane;
 use super::{StoreError, StoreResult};
 
@@ -145,20 +146,35 @@ impl RecordBatches {
         }
     }
 
-    /// Writes `batch` in one statement; if that fails, each row alone (at
-    /// once, each on a connection of its own), so each caller gets its own
-    /// row's outcome.
+    /// Writes `batch` in one statement. A batch the database could not
+    /// take (unreachable, or no connection in time) answers each caller so,
+    /// as its row alone would have been; one it refused is written again
+    /// row by row (at once, each on a connection of its own), so each
+    /// caller gets its own row's outcome.
     async fn write_batch(self: &Arc<Self>, sql: &'static str, batch: Vec<Waiting>) {
-        let rows: Vec<&[OwnedParam]> = batch.iter().map(|w| w.row.as_slice()).collect();
-        if rows.len() > 1
-            && let Some(text) = batched_text(sql, rows.len())
-            && self.write(&text, &rows).await.is_ok()
+        if batch.len() > 1
+            && let Some(text) = batched_text(sql, batch.len())
         {
-            tracing::debug!(rows = rows.len(), "records written in one statement");
-            for waiting in batch {
-                let _ = waiting.written.send(Ok(()));
+            let outcome = {
+                let rows: Vec<&[OwnedParam]> = batch.iter().map(|w| w.row.as_slice()).collect();
+                self.write(&text, &rows).await
+            };
+            match outcome {
+                Ok(()) => {
+                    tracing::debug!(rows = batch.len(), "records written in one statement");
+                    return answer_each(batch, || Ok(()));
+                }
+                Err(StoreError::Timeout) => return answer_each(batch, || Err(StoreError::Timeout)),
+                Err(StoreError::Unavailable(error)) => {
+                    let said = error.to_string();
+                    return answer_each(batch, || {
+                        Err(StoreError::Unavailable(DriverError::new(
+                            std::io::Error::other(said.clone()),
+                        )))
+                    });
+                }
+                Err(_) => {}
             }
-            return;
         }
         let mut alone = tokio::task::JoinSet::new();
         for waiting in batch {
@@ -182,6 +198,13 @@ impl RecordBatches {
         let mut lease = self.lane.lease().await?;
         let outcome = lease.write(std::slice::from_ref(&step)).await;
         lease.settle(outcome).map(|_| ())
+    }
+}
+
+/// Answers every caller of `batch` with an `outcome` of its own.
+fn answer_each(batch: Vec<Waiting>, outcome: impl Fn() -> StoreResult<()>) {
+    for waiting in batch {
+        let _ = waiting.written.send(outcome());
     }
 }
 
