@@ -461,10 +461,17 @@ impl Store {
                 CommitOutcome::LeaseLost,
             );
         }
-        Ok(self
-            .write_steps(&steps)
-            .await?
-            .unwrap_or(CommitOutcome::Committed))
+        // A turn starting a conversation writes only rows nobody else sees
+        // yet: on PostgreSQL it may share a transaction (`write_groups`).
+        let written = match self {
+            Store::Postgres(postgres)
+                if turn.new_conversation.is_some() && turn.platform_reply.is_none() =>
+            {
+                postgres.turns.write(&steps).await?
+            }
+            _ => self.write_steps(&steps).await?,
+        };
+        Ok(written.unwrap_or(CommitOutcome::Committed))
     }
 
     pub async fn find_interaction(

@@ -510,6 +510,38 @@ pub(crate) enum Param<'a> {
     MaybeInt(Option<i64>),
 }
 
+/// A [`Param`] that outlives its caller's borrow, to wait in a queue
+/// (`gathering`).
+pub(crate) enum OwnedParam {
+    Int(i64),
+    Text(String),
+    Bytes(Vec<u8>),
+    MaybeText(Option<String>),
+    MaybeInt(Option<i64>),
+}
+
+impl OwnedParam {
+    pub(crate) fn of(param: &Param<'_>) -> Self {
+        match *param {
+            Param::Int(value) => OwnedParam::Int(value),
+            Param::Text(value) => OwnedParam::Text(value.to_owned()),
+            Param::Bytes(value) => OwnedParam::Bytes(value.to_vec()),
+            Param::MaybeText(value) => OwnedParam::MaybeText(value.map(str::to_owned)),
+            Param::MaybeInt(value) => OwnedParam::MaybeInt(value),
+        }
+    }
+
+    pub(crate) fn param(&self) -> Param<'_> {
+        match self {
+            OwnedParam::Int(value) => Param::Int(*value),
+            OwnedParam::Text(value) => Param::Text(value),
+            OwnedParam::Bytes(value) => Param::Bytes(value),
+            OwnedParam::MaybeText(value) => Param::MaybeText(value.as_deref()),
+            OwnedParam::MaybeInt(value) => Param::MaybeInt(*value),
+        }
+    }
+}
+
 /// Binds `params` to the statement's `$1` … `$n` by name: SQLite numbers
 /// named parameters by first appearance, not by the digits in their names.
 fn bind(statement: &mut rusqlite::CachedStatement<'_>, params: &[Param<'_>]) -> StoreResult<()> {
@@ -608,6 +640,36 @@ impl<'a, O> Step<'a, O> {
             params,
             unless_one_row: None,
         }
+    }
+}
+
+/// A [`Step`] that outlives its caller's borrows, to wait in a queue
+/// (`write_groups`).
+pub(crate) struct OwnedStep<O> {
+    sql: Box<str>,
+    params: Vec<OwnedParam>,
+    unless_one_row: Option<O>,
+}
+
+impl<O: Copy> OwnedStep<O> {
+    pub(crate) fn of(step: &Step<'_, O>) -> Self {
+        OwnedStep {
+            sql: step.sql.into(),
+            params: step.params.iter().map(OwnedParam::of).collect(),
+            unless_one_row: step.unless_one_row,
+        }
+    }
+
+    pub(crate) fn step(&self) -> Step<'_, O> {
+        Step {
+            sql: &self.sql,
+            params: self.params.iter().map(OwnedParam::param).collect(),
+            unless_one_row: self.unless_one_row,
+        }
+    }
+
+    pub(crate) fn sql(&self) -> &str {
+        &self.sql
     }
 }
 

@@ -26,6 +26,7 @@ pub mod diagnostics;
 mod direct;
 mod error;
 pub mod gap_events;
+mod gathering;
 pub mod idempotency;
 pub mod mcp_calls;
 mod pg_lane;
@@ -37,6 +38,7 @@ mod record_batches;
 pub mod retention;
 pub mod signing_keys;
 mod wal_checkpoint;
+mod write_groups;
 
 pub use error::{Constraint, StoreError};
 
@@ -68,6 +70,7 @@ pub struct PgStore {
     pool: PgPool,
     lane: std::sync::Arc<pg_lane::PgLane>,
     records: std::sync::Arc<record_batches::RecordBatches>,
+    turns: std::sync::Arc<write_groups::WriteGroups<conversations::CommitOutcome>>,
 }
 
 impl PgStore {
@@ -76,6 +79,10 @@ impl PgStore {
         PgStore {
             pool,
             records: std::sync::Arc::new(record_batches::RecordBatches::new(lane.clone())),
+            turns: std::sync::Arc::new(write_groups::WriteGroups::new(
+                lane.clone(),
+                data_requests::HOLD_USER_SHARED,
+            )),
             lane,
         }
     }
@@ -379,11 +386,7 @@ impl Store {
         steps: &[direct::Step<'_, O>],
     ) -> StoreResult<Option<O>> {
         let pool = match self {
-            Store::Postgres(postgres) => {
-                let mut lease = postgres.lane.lease().await?;
-                let outcome = lease.write(steps).await;
-                return lease.settle(outcome);
-            }
+            Store::Postgres(postgres) => return postgres.lane.write(steps).await,
             Store::Sqlite(pool) => pool,
         };
         let mut turn = WriteTurn::take(pool).await;

@@ -99,6 +99,14 @@ impl PgLane {
         }
     }
 
+    /// Runs `steps` in one transaction on a connection of the lane (see
+    /// [`Lease::write`]); the connection goes back only if it succeeded.
+    pub(crate) async fn write<O: Copy>(&self, steps: &[Step<'_, O>]) -> StoreResult<Option<O>> {
+        let mut lease = self.lease().await?;
+        let outcome = lease.write(steps).await;
+        lease.settle(outcome)
+    }
+
     /// A connection for one piece of work: an idle one, or a new one. The
     /// wait for a place (in arrival order), the ping of a long-idle
     /// connection and the connect together take at most the pool's acquire

@@ -23,12 +23,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::oneshot;
-
-use super::direct::{Param, Step};
-use super::error::DriverError;
+use super::StoreResult;
+use super::direct::{OwnedParam, Param, Step};
+use super::gathering::{Gathering, Waiting, answer_each, outage_for_each};
 use super::pg_lane::PgLane;
-use super::{StoreError, StoreResult};
 
 /// The most records one `INSERT` carries. Each size is a statement of its
 /// own, prepared once per lane connection.
@@ -36,52 +34,18 @@ pub(crate) const MAX_ROWS: usize = 16;
 
 pub(crate) struct RecordBatches {
     lane: Arc<PgLane>,
-    queues: Mutex<HashMap<&'static str, Queue>>,
+    /// The records waiting, by statement.
+    queues: Gathering<&'static str, Vec<OwnedParam>, ()>,
+    /// Each statement's text for each batch size written so far, made
+    /// once rather than for every batch (`None`: a shape that cannot be
+    /// batched).
+    texts: Mutex<HashMap<(&'static str, usize), BatchText>>,
 }
 
-/// The records of one statement waiting for the write in flight.
-#[derive(Default)]
-struct Queue {
-    waiting: Vec<Waiting>,
-    /// Whether a writer task is running for this statement.
-    writing: bool,
-}
+/// A statement's text for a batch of some size (`None`: not batchable).
+type BatchText = Option<Arc<str>>;
 
-struct Waiting {
-    row: Vec<OwnedParam>,
-    written: oneshot::Sender<StoreResult<()>>,
-}
-
-/// A [`Param`] that outlives its caller's borrow, to wait in a queue.
-enum OwnedParam {
-    Int(i64),
-    Text(String),
-    Bytes(Vec<u8>),
-    MaybeText(Option<String>),
-    MaybeInt(Option<i64>),
-}
-
-impl OwnedParam {
-    fn of(param: &Param<'_>) -> Self {
-        match *param {
-            Param::Int(value) => OwnedParam::Int(value),
-            Param::Text(value) => OwnedParam::Text(value.to_owned()),
-            Param::Bytes(value) => OwnedParam::Bytes(value.to_vec()),
-            Param::MaybeText(value) => OwnedParam::MaybeText(value.map(str::to_owned)),
-            Param::MaybeInt(value) => OwnedParam::MaybeInt(value),
-        }
-    }
-
-    fn param(&self) -> Param<'_> {
-        match self {
-            OwnedParam::Int(value) => Param::Int(*value),
-            OwnedParam::Text(value) => Param::Text(value),
-            OwnedParam::Bytes(value) => Param::Bytes(value),
-            OwnedParam::MaybeText(value) => Param::MaybeText(value.as_deref()),
-            OwnedParam::MaybeInt(value) => Param::MaybeInt(*value),
-        }
-    }
-}
+type Batch = Vec<Waiting<Vec<OwnedParam>, ()>>;
 
 impl std::fmt::Debug for RecordBatches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,7 +57,8 @@ impl RecordBatches {
     pub(crate) fn new(lane: Arc<PgLane>) -> Self {
         RecordBatches {
             lane,
-            queues: Mutex::new(HashMap::new()),
+            queues: Gathering::default(),
+            texts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -104,46 +69,38 @@ impl RecordBatches {
         sql: &'static str,
         row: &[Param<'_>],
     ) -> StoreResult<()> {
-        let (written, answer) = oneshot::channel();
         let row = row.iter().map(OwnedParam::of).collect();
-        let start_writer = {
-            let mut queues = self.lock();
-            let queue = queues.entry(sql).or_default();
-            queue.waiting.push(Waiting { row, written });
-            !std::mem::replace(&mut queue.writing, true)
-        };
-        if start_writer {
-            let batches = Arc::clone(self);
-            tokio::spawn(async move { batches.write_until_empty(sql).await });
-        }
-        // The writer answers every row it takes; only a runtime shutting
-        // down drops it first.
-        answer.await.unwrap_or(Err(StoreError::Timeout))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Queue>> {
         self.queues
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .submit(sql, row, || {
+                let batches = Arc::clone(self);
+                tokio::spawn(async move { batches.write_until_empty(sql).await });
+            })
+            .await
     }
 
     /// Writes `sql`'s queue, batch after batch, until it is empty.
-    async fn write_until_empty(self: &Arc<Self>, sql: &'static str) {
-        let writer = Writer { batches: self, sql };
-        loop {
-            let batch = {
-                let mut queues = self.lock();
-                let queue = queues.entry(sql).or_default();
-                if queue.waiting.is_empty() {
-                    queue.writing = false;
-                    std::mem::forget(writer);
-                    return;
-                }
-                let take = queue.waiting.len().min(MAX_ROWS);
-                queue.waiting.drain(..take).collect::<Vec<_>>()
-            };
-            self.write_batch(sql, batch).await;
+    async fn write_until_empty(&self, sql: &'static str) {
+        let mut writer = self.queues.writer(sql);
+        while let Some(batch) = writer.next(MAX_ROWS) {
+            let text = self.text(sql, batch.len());
+            self.write_batch(sql, batch, text).await;
         }
+    }
+
+    /// The text of `sql` for a batch of `rows` rows; `None` for one row,
+    /// or for a statement of a shape that cannot be batched.
+    fn text(&self, sql: &'static str, rows: usize) -> Option<Arc<str>> {
+        if rows < 2 {
+            return None;
+        }
+        let mut texts = self
+            .texts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        texts
+            .entry((sql, rows))
+            .or_insert_with(|| batched_text(sql, rows).map(Arc::from))
+            .clone()
     }
 
     /// Writes `batch` in one statement. A batch the database could not
@@ -151,80 +108,45 @@ impl RecordBatches {
     /// as its row alone would have been; one it refused is written again
     /// row by row (at once, each on a connection of its own), so each
     /// caller gets its own row's outcome.
-    async fn write_batch(self: &Arc<Self>, sql: &'static str, batch: Vec<Waiting>) {
-        if batch.len() > 1
-            && let Some(text) = batched_text(sql, batch.len())
-        {
+    async fn write_batch(&self, sql: &'static str, batch: Batch, text: Option<Arc<str>>) {
+        if let Some(text) = text {
             let outcome = {
-                let rows: Vec<&[OwnedParam]> = batch.iter().map(|w| w.row.as_slice()).collect();
-                self.write(&text, &rows).await
+                let rows: Vec<&[OwnedParam]> = batch.iter().map(|w| w.item.as_slice()).collect();
+                write(&self.lane, &text, &rows).await
             };
             match outcome {
                 Ok(()) => {
                     tracing::debug!(rows = batch.len(), "records written in one statement");
                     return answer_each(batch, || Ok(()));
                 }
-                Err(StoreError::Timeout) => return answer_each(batch, || Err(StoreError::Timeout)),
-                Err(StoreError::Unavailable(error)) => {
-                    let said = error.to_string();
-                    return answer_each(batch, || {
-                        Err(StoreError::Unavailable(DriverError::new(
-                            std::io::Error::other(said.clone()),
-                        )))
-                    });
+                Err(error) => {
+                    if let Some(outage) = outage_for_each(&error) {
+                        return answer_each(batch, || Err(outage()));
+                    }
                 }
-                Err(_) => {}
             }
         }
         let mut alone = tokio::task::JoinSet::new();
         for waiting in batch {
-            let batches = Arc::clone(self);
+            let lane = Arc::clone(&self.lane);
             alone.spawn(async move {
-                let outcome = batches.write(sql, &[waiting.row.as_slice()]).await;
-                let _ = waiting.written.send(outcome);
+                let outcome = write(&lane, sql, &[waiting.item.as_slice()]).await;
+                waiting.answer(outcome);
             });
         }
         alone.join_all().await;
     }
-
-    /// `text` with `rows`' parameters, one after the other, on a lane
-    /// connection: one statement, atomic on its own.
-    async fn write(&self, text: &str, rows: &[&[OwnedParam]]) -> StoreResult<()> {
-        let params: Vec<Param<'_>> = rows
-            .iter()
-            .flat_map(|row| row.iter().map(OwnedParam::param))
-            .collect();
-        let step = Step::<()>::new(text, params);
-        let mut lease = self.lane.lease().await?;
-        let outcome = lease.write(std::slice::from_ref(&step)).await;
-        lease.settle(outcome).map(|_| ())
-    }
 }
 
-/// Answers every caller of `batch` with an `outcome` of its own.
-fn answer_each(batch: Vec<Waiting>, outcome: impl Fn() -> StoreResult<()>) {
-    for waiting in batch {
-        let _ = waiting.written.send(outcome());
-    }
-}
-
-/// Ends a writer that stopped before its queue was empty (a panic, or a
-/// runtime shutting down): the statement's next record starts a new one,
-/// and the records left waiting are answered with an error by their
-/// senders' drop, instead of waiting for a writer that will not come.
-struct Writer<'a> {
-    batches: &'a RecordBatches,
-    sql: &'static str,
-}
-
-impl Drop for Writer<'_> {
-    fn drop(&mut self) {
-        let mut queues = self.batches.lock();
-        if let Some(queue) = queues.get_mut(self.sql) {
-            queue.writing = false;
-            queue.waiting.clear();
-        }
-    }
+/// `text` with `rows`' parameters, one after the other, on a lane
+/// connection: one statement, atomic on its own.
+async fn write(lane: &PgLane, text: &str, rows: &[&[OwnedParam]]) -> StoreResult<()> {
+    let params: Vec<Param<'_>> = rows
+        .iter()
+        .flat_map(|row| row.iter().map(OwnedParam::param))
+        .collect();
+    let step = Step::<()>::new(text, params);
+    lane.write(std::slice::from_ref(&step)).await.map(drop)
 }
 
 /// `sql`, an `INSERT … VALUES (<row>)` ending with its one row, as the

@@ -632,8 +632,18 @@ async fn a_postgresql_write_cut_off_inside_its_transaction_leaves_nothing_open()
     );
     store.turn_basis(&account).await.unwrap();
 
-    // A turn's write cut off inside its transaction: the conversation and
-    // its messages are written, then it waits for a lock on the gap events.
+    // A turn's write cut off inside its transaction: the conversation is
+    // updated and its messages are written, then it waits for a lock on the
+    // gap events. (A turn continuing a conversation: one starting a
+    // conversation may be written with others, by a task of its own,
+    // `a_turn_whose_caller_went_away_before_its_group_was_sent_is_not_written`.)
+    store
+        .commit_turn(
+            &account,
+            &starting_turn("conv_cut", None, "msg_cut_1", "msg_cut_2"),
+        )
+        .await
+        .unwrap();
     let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
     let database: String = sqlx::query_scalar("SELECT current_database()")
         .fetch_one(&mut admin)
@@ -647,33 +657,10 @@ async fn a_postgresql_write_cut_off_inside_its_transaction_leaves_nothing_open()
     let writer = tokio::spawn({
         let store = store.clone();
         async move {
-            use warden::store::conversations::{
-                NewConversation, NewMessage, PendingChange, TurnRecord,
-            };
             let gap = gap_event("gap_cut");
-            let turn = TurnRecord {
-                conversation_id: "conv_cut",
-                new_conversation: Some(NewConversation { user_id: None }),
-                decided_language: None,
-                called_capability: None,
-                user_message: NewMessage {
-                    id: "msg_cut_1",
-                    body: "hola",
-                    metadata: None,
-                },
-                assistant_message: NewMessage {
-                    id: "msg_cut_2",
-                    body: "hola",
-                    metadata: None,
-                },
-                interaction: None,
-                set_references: Vec::new(),
-                clear_references: Vec::new(),
-                pending: PendingChange::Keep,
-                gap_event: Some(&gap),
-                started_at: 0,
-                platform_reply: None,
-            };
+            let mut turn = starting_turn("conv_cut", None, "msg_cut_3", "msg_cut_4");
+            turn.new_conversation = None;
+            turn.gap_event = Some(&gap);
             store.commit_turn(&account, &turn).await
         }
     });
@@ -725,7 +712,8 @@ async fn a_postgresql_write_cut_off_inside_its_transaction_leaves_nothing_open()
     assert_eq!(ids.len(), 2, "{ids:?}");
     assert!(!ids.contains(&"gap_cut".to_string()), "{ids:?}");
     let cut = store.find_conversation(&account, "conv_cut").await.unwrap();
-    assert!(cut.is_none(), "the cut-off turn's conversation was written");
+    let said = store.recent_messages(&cut.unwrap(), 10).await.unwrap();
+    assert_eq!(said.len(), 2, "the cut-off turn's messages were written");
 }
 
 /// A turn writes its user and assistant messages in one statement; the
@@ -890,4 +878,203 @@ async fn records_written_at_once_are_each_stored_or_refused_alone(backend: Backe
     let mut expected: Vec<String> = ids.clone();
     expected.sort();
     assert_eq!(stored, expected, "every record once, the taken id once");
+}
+
+/// A turn starting `conversation` (for `user`, when given) with its two
+/// messages.
+fn starting_turn<'a>(
+    conversation: &'a str,
+    user: Option<&'a str>,
+    user_message: &'a str,
+    assistant_message: &'a str,
+) -> warden::store::conversations::TurnRecord<'a> {
+    use warden::store::conversations::{NewConversation, NewMessage, PendingChange, TurnRecord};
+    TurnRecord {
+        conversation_id: conversation,
+        new_conversation: Some(NewConversation { user_id: user }),
+        decided_language: None,
+        called_capability: None,
+        user_message: NewMessage {
+            id: user_message,
+            body: "hola",
+            metadata: None,
+        },
+        assistant_message: NewMessage {
+            id: assistant_message,
+            body: "hola",
+            metadata: None,
+        },
+        interaction: None,
+        set_references: Vec::new(),
+        clear_references: Vec::new(),
+        pending: PendingChange::Keep,
+        gap_event: None,
+        started_at: warden::clock::now_millis(),
+        platform_reply: None,
+    }
+}
+
+/// Turns starting conversations at once (on PostgreSQL written together,
+/// `store/write_groups.rs`) each keep their own outcome: one for a user
+/// erased meanwhile is refused, one whose conversation id is taken fails
+/// with the conflict, and every other is stored once, whole.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_starting_conversations_at_once_each_keep_their_own_outcome(backend: Backend) {
+    use warden::store::conversations::CommitOutcome;
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    let account = store.create_account("acme").await.unwrap();
+    store
+        .commit_turn(
+            &account,
+            &starting_turn("conv_taken", None, "msg_first_u", "msg_first_a"),
+        )
+        .await
+        .unwrap();
+    store
+        .erase_user(&account, "user_gone", warden::clock::now_millis())
+        .await
+        .unwrap();
+    let ids: Vec<(String, String, String)> = (0..32)
+        .map(|i| {
+            let conversation = match i {
+                11 => "conv_taken".to_owned(),
+                i => format!("conv_{i}"),
+            };
+            (conversation, format!("msg_{i}_u"), format!("msg_{i}_a"))
+        })
+        .collect();
+    let outcomes = futures::future::join_all(ids.iter().enumerate().map(|(i, (c, u, a))| {
+        let (store, account) = (&store, &account);
+        let user = match i {
+            23 => Some("user_gone"),
+            i if i % 2 == 0 => Some("user_kept"),
+            _ => None,
+        };
+        async move {
+            store
+                .commit_turn(account, &starting_turn(c, user, u, a))
+                .await
+        }
+    }))
+    .await;
+    for (i, outcome) in outcomes.iter().enumerate() {
+        match i {
+            11 => assert!(
+                matches!(outcome, Err(StoreError::Conflict(_))),
+                "{i}: {outcome:?}"
+            ),
+            23 => assert!(
+                matches!(outcome, Ok(CommitOutcome::UserErased)),
+                "{i}: {outcome:?}"
+            ),
+            _ => assert!(
+                matches!(outcome, Ok(CommitOutcome::Committed)),
+                "{i}: {outcome:?}"
+            ),
+        }
+    }
+    for (i, (conversation, _, _)) in ids.iter().enumerate() {
+        let found = store
+            .find_conversation(&account, conversation)
+            .await
+            .unwrap();
+        let messages = match &found {
+            Some(row) => store.recent_messages(row, 10).await.unwrap().len(),
+            None => 0,
+        };
+        if i == 23 {
+            assert!(found.is_none(), "{conversation} was written");
+        } else {
+            assert_eq!(messages, 2, "{conversation}: both messages, once");
+        }
+    }
+}
+
+/// PostgreSQL writes turns that start conversations together, in a task of
+/// their own (`store/write_groups.rs`): a turn whose caller goes away while
+/// it waits behind the group on its way is not written, as its own
+/// transaction cut off would not have been; a turn already on its way is
+/// written whole, with its group, as one whose `COMMIT` was sent is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_caller_went_away_before_its_group_was_sent_is_not_written() {
+    use sqlx::Connection;
+    use std::time::{Duration, Instant};
+    use warden::store::conversations::CommitOutcome;
+    let db = TestDb::new(Backend::Postgres).await;
+    let store = db.store().await;
+    let account = store.create_account("acme").await.unwrap();
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut lock = admin.begin().await.unwrap();
+    sqlx::query("LOCK TABLE gap_events IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let turn = |conversation: &'static str, with_gap: bool| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let gap = gap_event(&format!("gap_{conversation}"));
+            let (user, assistant) = (format!("{conversation}_u"), format!("{conversation}_a"));
+            let mut turn = starting_turn(conversation, None, &user, &assistant);
+            if with_gap {
+                turn.gap_event = Some(&gap);
+            }
+            store.commit_turn(&account, &turn).await
+        })
+    };
+    // On its way, and held at the gap events' lock.
+    let on_its_way = turn("conv_sent", true);
+    let mut watcher = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut watcher)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the write never waited for the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Queued behind it; one of them goes away, and so does the caller of
+    // the one on its way.
+    let kept = [turn("conv_kept_1", false), turn("conv_kept_2", false)];
+    let gone = turn("conv_gone", false);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    gone.abort();
+    assert!(gone.await.unwrap_err().is_cancelled());
+    on_its_way.abort();
+    assert!(on_its_way.await.unwrap_err().is_cancelled());
+    lock.rollback().await.unwrap();
+    for kept in kept {
+        assert!(matches!(kept.await.unwrap(), Ok(CommitOutcome::Committed)));
+    }
+    for (conversation, written) in [
+        ("conv_sent", true),
+        ("conv_kept_1", true),
+        ("conv_kept_2", true),
+        ("conv_gone", false),
+    ] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let found = loop {
+            let found = store
+                .find_conversation(&account, conversation)
+                .await
+                .unwrap();
+            if found.is_some() == written || Instant::now() > deadline {
+                break found;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(found.is_some(), written, "{conversation}");
+    }
+    let gaps = store.list_gap_events(&account, 10, None).await.unwrap();
+    assert_eq!(gaps.len(), 1, "the turn on its way, whole");
 }
