@@ -159,6 +159,24 @@ pub(crate) fn answer_each<T, A>(batch: Vec<Waiting<T, A>>, outcome: impl Fn() ->
     }
 }
 
+/// Writes every piece of `batch` on its own, at once (each on a task of
+/// its own, so one slow piece holds up none of the others), and answers
+/// each with its own outcome.
+pub(crate) async fn each_alone<T, A, F>(batch: Vec<Waiting<T, A>>, write: impl Fn(T) -> F)
+where
+    F: std::future::Future<Output = StoreResult<A>> + Send + 'static,
+    A: Send + 'static,
+{
+    let mut alone = tokio::task::JoinSet::new();
+    for Waiting { item, answer } in batch {
+        let written = write(item);
+        alone.spawn(async move {
+            let _ = answer.send(written.await);
+        });
+    }
+    alone.join_all().await;
+}
+
 /// An outage's error (no connection in time, the server unreachable) for
 /// each of a batch's callers, as each piece alone would have met it;
 /// `None` for any other error (a refusal, which one piece alone may have

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use super::StoreResult;
 use super::direct::{OwnedParam, Param, Step};
-use super::gathering::{Gathering, Waiting, answer_each, outage_for_each};
+use super::gathering::{Gathering, Waiting, answer_each, each_alone, outage_for_each};
 use super::pg_lane::PgLane;
 
 /// The most records one `INSERT` carries. Each size is a statement of its
@@ -126,15 +126,11 @@ impl RecordBatches {
                 }
             }
         }
-        let mut alone = tokio::task::JoinSet::new();
-        for waiting in batch {
+        each_alone(batch, |row| {
             let lane = Arc::clone(&self.lane);
-            alone.spawn(async move {
-                let outcome = write(&lane, sql, &[waiting.item.as_slice()]).await;
-                waiting.answer(outcome);
-            });
-        }
-        alone.join_all().await;
+            async move { write(&lane, sql, &[row.as_slice()]).await }
+        })
+        .await;
     }
 }
 

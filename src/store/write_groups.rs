@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use super::StoreResult;
 use super::direct::{OwnedStep, Step};
-use super::gathering::{Gathering, Waiting, answer_each, outage_for_each};
+use super::gathering::{Gathering, Waiting, answer_each, each_alone, outage_for_each};
 use super::pg_lane::PgLane;
 
 /// The most turns one transaction carries.
@@ -115,16 +115,14 @@ impl<O: Copy + Send + Sync + 'static> WriteGroups<O> {
                 }
             }
         }
-        let mut alone = tokio::task::JoinSet::new();
-        for waiting in group {
+        each_alone(group, |steps| {
             let lane = Arc::clone(&self.lane);
-            alone.spawn(async move {
-                let steps: Vec<Step<'_, O>> = waiting.item.iter().map(OwnedStep::step).collect();
-                let outcome = lane.write(&steps).await;
-                waiting.answer(outcome);
-            });
-        }
-        alone.join_all().await;
+            async move {
+                let steps: Vec<Step<'_, O>> = steps.iter().map(OwnedStep::step).collect();
+                lane.write(&steps).await
+            }
+        })
+        .await;
     }
 
     /// Every turn's steps in arrival order, the advisory locks first.
