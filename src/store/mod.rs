@@ -63,8 +63,9 @@ pub enum Store {
 }
 
 /// A PostgreSQL database: sqlx's pool, the lane of connections its hot
-/// statements take (`pg_lane`), and the lone records written together
-/// (`record_batches`).
+/// statements take (`pg_lane`), and the lone records and the turns that
+/// start a conversation written together (`record_batches`,
+/// `write_groups`).
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
@@ -79,10 +80,7 @@ impl PgStore {
         PgStore {
             pool,
             records: std::sync::Arc::new(record_batches::RecordBatches::new(lane.clone())),
-            turns: std::sync::Arc::new(write_groups::WriteGroups::new(
-                lane.clone(),
-                data_requests::HOLD_USER_SHARED,
-            )),
+            turns: std::sync::Arc::new(write_groups::WriteGroups::new(lane.clone())),
             lane,
         }
     }

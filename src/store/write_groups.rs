@@ -37,6 +37,7 @@
 use std::sync::Arc;
 
 use super::StoreResult;
+use super::data_requests::HOLD_USER_SHARED;
 use super::direct::{OwnedStep, Step};
 use super::gathering::{Gathering, Waiting, answer_each, each_alone, outage_for_each};
 use super::pg_lane::PgLane;
@@ -48,8 +49,6 @@ pub(crate) const MAX_TURNS: usize = 8;
 /// [`PgLane::write`] answers one turn's.
 pub(crate) struct WriteGroups<O> {
     lane: Arc<PgLane>,
-    /// The advisory lock statement: a group's steps of this text go first.
-    lock: &'static str,
     queue: Gathering<(), Vec<OwnedStep<O>>, Option<O>>,
 }
 
@@ -62,12 +61,9 @@ impl<O> std::fmt::Debug for WriteGroups<O> {
 }
 
 impl<O: Copy + Send + Sync + 'static> WriteGroups<O> {
-    /// Groups on `lane`; `lock` is the text of the steps that take an
-    /// advisory lock (taken first in a group).
-    pub(crate) fn new(lane: Arc<PgLane>, lock: &'static str) -> Self {
+    pub(crate) fn new(lane: Arc<PgLane>) -> Self {
         WriteGroups {
             lane,
-            lock,
             queue: Gathering::default(),
         }
     }
@@ -100,7 +96,7 @@ impl<O: Copy + Send + Sync + 'static> WriteGroups<O> {
     async fn write_group(&self, mut group: Group<O>) {
         group.retain(|waiting| !waiting.abandoned());
         if group.len() > 1 {
-            let outcome = self.lane.write(&self.steps_of(&group)).await;
+            let outcome = self.lane.write(&Self::steps_of(&group)).await;
             match outcome {
                 Ok(None) => {
                     tracing::debug!(turns = group.len(), "turns written in one transaction");
@@ -126,10 +122,10 @@ impl<O: Copy + Send + Sync + 'static> WriteGroups<O> {
     }
 
     /// Every turn's steps in arrival order, the advisory locks first.
-    fn steps_of<'g>(&self, group: &'g Group<O>) -> Vec<Step<'g, O>> {
+    fn steps_of<'g>(group: &'g Group<O>) -> Vec<Step<'g, O>> {
         let all = || group.iter().flat_map(|waiting| waiting.item.iter());
-        let locks = all().filter(|step| step.sql() == self.lock);
-        let rest = all().filter(|step| step.sql() != self.lock);
+        let locks = all().filter(|step| step.sql() == HOLD_USER_SHARED);
+        let rest = all().filter(|step| step.sql() != HOLD_USER_SHARED);
         locks.chain(rest).map(OwnedStep::step).collect()
     }
 }
