@@ -821,8 +821,9 @@ impl Database {
     /// the server's timed checkpoint (every 5 min from the last, its
     /// writes spread over 4.5 min) ended inside the contract test's phase
     /// of a full run, whose commits then waited for its sync 1.8 s after
-    /// the drop: timed as the overload's aftermath (docs/benchmarks.md, "Where PostgreSQL's own CPU goes").
-    /// SQLite's checkpoints are Warden's own and stay in what is timed.
+    /// the drop: timed as the overload's aftermath (docs/benchmarks.md,
+    /// "Where PostgreSQL's own CPU goes"). SQLite's checkpoints are
+    /// Warden's own and stay in what is timed.
     async fn settle(&self) {
         if let Some((admin, _)) = &self.postgres {
             use sqlx::{Connection, Executor};
