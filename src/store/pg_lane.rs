@@ -325,18 +325,28 @@ impl Lease<'_> {
         decode: fn(&dyn ReadRow) -> StoreResult<T>,
         first_only: bool,
     ) -> StoreResult<Vec<T>> {
+        let mut rows = self.rows(sql, params).await?;
+        if first_only {
+            rows.truncate(1);
+        }
+        rows.iter().map(|row| row.decoded(decode)).collect()
+    }
+
+    /// The rows of `sql` with `params`, as the server sent them.
+    pub(crate) async fn rows(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> StoreResult<Vec<SentRow>> {
         log_statement("lane read", sql);
         let connection = self.connection();
         let statement = connection.prepared(sql, params).await?;
-        let mut rows = connection
+        let rows = connection
             .client
             .query(&statement, &arguments(params))
             .await
             .map_err(classify)?;
-        if first_only {
-            rows.truncate(1);
-        }
-        rows.iter().map(|row| decode(&LaneRow(row))).collect()
+        Ok(rows.into_iter().map(SentRow).collect())
     }
 
     /// Runs `steps` in one transaction (see [`super::direct::write`]):
@@ -467,6 +477,22 @@ impl Drop for Lease<'_> {
 
 /// A row of the lane, read as [`ReadRow`] reads every driver's.
 struct LaneRow<'a>(&'a tokio_postgres::Row);
+
+/// A row as the server sent it, for whoever asked for it to decode
+/// (`read_batches` hands each caller of a gathered read its own).
+pub(crate) struct SentRow(tokio_postgres::Row);
+
+impl SentRow {
+    pub(crate) fn decoded<T>(&self, decode: fn(&dyn ReadRow) -> StoreResult<T>) -> StoreResult<T> {
+        decode(&LaneRow(&self.0))
+    }
+
+    /// Its last column, when it is a `bigint` (a gathered read's place).
+    pub(crate) fn last_int(&self) -> Option<i64> {
+        let last = self.0.len().checked_sub(1)?;
+        self.0.try_get::<_, i64>(last).ok()
+    }
+}
 
 impl ReadRow for LaneRow<'_> {
     fn int(&self, index: usize) -> StoreResult<Option<i64>> {
