@@ -230,7 +230,7 @@ impl Store {
     /// the joined part is handed on only when the key admits `environment`.
     pub(super) async fn authenticate_joined<T>(
         &self,
-        sql: &str,
+        sql: &'static str,
         params: &[Param<'_>],
         decode: fn(&dyn ReadRow) -> StoreResult<KeyAnd<T>>,
         environment: &str,

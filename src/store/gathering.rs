@@ -1,7 +1,7 @@
-//! Work for the database gathered while one write of its kind is on its
+//! Work for the database gathered while one piece of its kind is on its
 //! way: the queue and the writer task that `record_batches` (lone records,
-//! one multi-row `INSERT`) and `write_groups` (turns, one transaction)
-//! share. Each piece of work waits in its kind's queue with the channel
+//! one multi-row `INSERT`), `write_groups` (turns, one transaction) and
+//! `read_batches` (point reads, one statement; its "writer" reads) share. Each piece of work waits in its kind's queue with the channel
 //! its caller awaits; the first piece to find no writer starts one (a task
 //! of its own), which takes the queue in batches until it is empty.
 //!

@@ -34,6 +34,7 @@ mod pgpass;
 pub mod platform;
 pub mod policy;
 pub mod prompt_integrations;
+mod read_batches;
 mod record_batches;
 pub mod retention;
 pub mod signing_keys;
@@ -63,7 +64,8 @@ pub enum Store {
 }
 
 /// A PostgreSQL database: sqlx's pool, the lane of connections its hot
-/// statements take (`pg_lane`), and the lone records and the turns that
+/// statements take (`pg_lane`), the point reads asked at once read
+/// together (`read_batches`), and the lone records and the turns that
 /// start a conversation written together (`record_batches`,
 /// `write_groups`).
 #[derive(Clone, Debug)]
@@ -71,6 +73,7 @@ pub struct PgStore {
     pool: PgPool,
     lane: std::sync::Arc<pg_lane::PgLane>,
     records: std::sync::Arc<record_batches::RecordBatches>,
+    reads: std::sync::Arc<read_batches::ReadBatches>,
     turns: std::sync::Arc<write_groups::WriteGroups<conversations::CommitOutcome>>,
 }
 
@@ -80,6 +83,7 @@ impl PgStore {
         PgStore {
             pool,
             records: std::sync::Arc::new(record_batches::RecordBatches::new(lane.clone())),
+            reads: std::sync::Arc::new(read_batches::ReadBatches::new(lane.clone())),
             turns: std::sync::Arc::new(write_groups::WriteGroups::new(lane.clone())),
             lane,
         }
@@ -88,6 +92,12 @@ impl PgStore {
     /// sqlx's pool, for statements outside the hot paths (and tests).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// How many point reads were answered from a statement that carried
+    /// other requests' reads too (`read_batches`), since the store opened.
+    pub fn reads_gathered(&self) -> u64 {
+        self.reads.gathered()
     }
 }
 
@@ -317,7 +327,7 @@ impl Store {
     /// ping.
     pub(crate) async fn read_optional<T>(
         &self,
-        sql: &str,
+        sql: &'static str,
         params: &[direct::Param<'_>],
         decode: fn(&dyn direct::ReadRow) -> StoreResult<T>,
     ) -> StoreResult<Option<T>> {
@@ -327,7 +337,7 @@ impl Store {
     /// Every row of `sql`, as [`Store::read_optional`] reads one.
     pub(crate) async fn read_all<T>(
         &self,
-        sql: &str,
+        sql: &'static str,
         params: &[direct::Param<'_>],
         decode: fn(&dyn direct::ReadRow) -> StoreResult<T>,
     ) -> StoreResult<Vec<T>> {
@@ -336,7 +346,7 @@ impl Store {
 
     async fn read_rows<T>(
         &self,
-        sql: &str,
+        sql: &'static str,
         params: &[direct::Param<'_>],
         decode: fn(&dyn direct::ReadRow) -> StoreResult<T>,
         first_only: bool,
@@ -361,6 +371,12 @@ impl Store {
                 };
                 rows.iter().map(|row| decode(&Sqlx(row))).collect()
             }
+            Store::Postgres(postgres) if first_only => Ok(postgres
+                .reads
+                .read_optional(sql, params, decode)
+                .await?
+                .into_iter()
+                .collect()),
             Store::Postgres(postgres) => {
                 let mut lease = postgres.lane.lease().await?;
                 let rows = lease.read(sql, params, decode, first_only).await;

@@ -168,7 +168,7 @@ pub(crate) fn batched_text(sql: &str, rows: usize) -> Option<String> {
 }
 
 /// The highest `$n` in `text`.
-fn parameters_in(text: &str) -> usize {
+pub(super) fn parameters_in(text: &str) -> usize {
     pieces(text)
         .filter_map(|(_, number)| number)
         .max()
@@ -176,7 +176,7 @@ fn parameters_in(text: &str) -> usize {
 }
 
 /// `text` with every `$n` written as `$(n + offset)`, appended to `out`.
-fn renumbered(text: &str, offset: usize, out: &mut String) {
+pub(super) fn renumbered(text: &str, offset: usize, out: &mut String) {
     for (stretch, number) in pieces(text) {
         out.push_str(stretch);
         if let Some(number) = number {

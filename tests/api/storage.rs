@@ -177,6 +177,94 @@ async fn point_reads_see_every_earlier_commit_of_another_replica(backend: Backen
     ));
 }
 
+/// Point reads asked at once (on PostgreSQL, the reads of one statement
+/// that queue behind the one on its way are sent as one statement:
+/// `store/read_batches.rs`) each get their own answer: the right account
+/// or refusal for each key, the right credential or none for each account.
+#[apply(backends)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn point_reads_asked_at_once_each_get_their_own_answer(backend: Backend) {
+    use warden::crypto::sealed::Sealed;
+    let db = TestDb::new(backend).await;
+    let store = db.store().await;
+    let acme = store.create_account("acme").await.unwrap();
+    let globex = store.create_account("globex").await.unwrap();
+    for (account, key, environment) in [
+        (&acme, "a", "prod"),
+        (&globex, "b", "prod"),
+        (&acme, "r", "prod"),
+        (&globex, "s", "staging"),
+    ] {
+        store
+            .insert_api_key(
+                account,
+                &format!("key_{key}"),
+                &format!("hash_{key}"),
+                environment,
+            )
+            .await
+            .unwrap();
+    }
+    store.revoke_api_key("key_r").await.unwrap();
+    let sealed = Sealed {
+        key_id: "mk_1".into(),
+        nonce: vec![1; 12],
+        ciphertext: vec![7; 40],
+    };
+    store
+        .put_credential(
+            &acme,
+            "crm",
+            warden::domain::credential::AuthType::Bearer,
+            None,
+            &sealed,
+        )
+        .await
+        .unwrap();
+
+    let expected = |key: &str| match key {
+        "hash_a" => Ok(acme),
+        "hash_b" => Ok(globex),
+        "hash_r" => Err(KeyRefusal::Revoked),
+        "hash_s" => Err(KeyRefusal::OtherEnvironment),
+        _ => Err(KeyRefusal::Unknown),
+    };
+    // 45 keys (not a whole number of the largest batch) and 21 credentials.
+    let keys: Vec<&str> = ["hash_a", "hash_b", "hash_r", "hash_s", "hash_x"]
+        .into_iter()
+        .cycle()
+        .take(45)
+        .collect();
+    let (judged, credentials) = futures::future::join(
+        futures::future::join_all(keys.iter().map(|key| store.authenticate(key, "prod"))),
+        futures::future::join_all(
+            (0..21).map(|i| store.get_credential(if i % 3 == 0 { &globex } else { &acme }, "crm")),
+        ),
+    )
+    .await;
+    for (key, judged) in keys.iter().zip(judged) {
+        assert_eq!(judged.unwrap(), expected(key), "{key}");
+    }
+    for (i, credential) in credentials.into_iter().enumerate() {
+        let credential = credential.unwrap();
+        if i % 3 == 0 {
+            assert!(credential.is_none(), "globex has no credential: {i}");
+        } else {
+            assert_eq!(
+                credential.map(|c| c.sealed()),
+                Some(Some(sealed.clone())),
+                "{i}"
+            );
+        }
+    }
+    if let warden::store::Store::Postgres(postgres) = &store {
+        assert!(
+            postgres.reads_gathered() > 0,
+            "reads asked at once were read together"
+        );
+    }
+}
+
 /// A coverage-gap event with id `id`, for the tests that need a write.
 fn gap_event(id: &str) -> warden::store::gap_events::GapEvent {
     use warden::domain::diagnostics::{GapKind, GapReason};
