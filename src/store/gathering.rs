@@ -160,13 +160,19 @@ pub(crate) fn answer_each<T, A>(batch: Vec<Waiting<T, A>>, outcome: impl Fn() ->
 }
 
 /// Writes every piece of `batch` on its own, at once (each on a task of
-/// its own, so one slow piece holds up none of the others), and answers
-/// each with its own outcome.
-pub(crate) async fn each_alone<T, A, F>(batch: Vec<Waiting<T, A>>, write: impl Fn(T) -> F)
+/// its own, so one slow piece holds up none of the others; a lone piece
+/// on the writer's own task), and answers each with its own outcome.
+pub(crate) async fn each_alone<T, A, F>(mut batch: Vec<Waiting<T, A>>, write: impl Fn(T) -> F)
 where
     F: std::future::Future<Output = StoreResult<A>> + Send + 'static,
     A: Send + 'static,
 {
+    if batch.len() == 1
+        && let Some(Waiting { item, answer }) = batch.pop()
+    {
+        let _ = answer.send(write(item).await);
+        return;
+    }
     let mut alone = tokio::task::JoinSet::new();
     for Waiting { item, answer } in batch {
         let written = write(item);
