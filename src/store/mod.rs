@@ -324,7 +324,8 @@ impl Store {
     /// decoded by `decode`. On a SQLite file it runs on this thread's own
     /// connection (`direct`): no hand-off to sqlx-sqlite's worker thread.
     /// On PostgreSQL on a connection of the lane (`pg_lane`): no release
-    /// ping.
+    /// ping; the reads of `sql` asked while one is on its way go together
+    /// as one statement (`read_batches`).
     pub(crate) async fn read_optional<T>(
         &self,
         sql: &'static str,
