@@ -31,6 +31,7 @@ pub mod idempotency;
 pub mod mcp_calls;
 mod pg_lane;
 mod pgpass;
+mod placeholders;
 pub mod platform;
 pub mod policy;
 pub mod prompt_integrations;

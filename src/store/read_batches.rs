@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use super::direct::{OwnedParam, Param, ReadRow};
 use super::gathering::{Gathering, Waiting, answer_each, each_alone, outage_for_each};
 use super::pg_lane::{PgLane, SentRow};
-use super::record_batches::{parameters_in, renumbered};
+use super::placeholders::{parameters_in, renumbered};
 use super::{StoreError, StoreResult};
 
 /// The most reads one statement carries (a power of two). Each size is a

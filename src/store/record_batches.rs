@@ -27,6 +27,7 @@ use super::StoreResult;
 use super::direct::{OwnedParam, Param, Step};
 use super::gathering::{Gathering, Waiting, answer_each, each_alone, outage_for_each};
 use super::pg_lane::PgLane;
+use super::placeholders::{parameters_in, renumbered};
 
 /// The most records one `INSERT` carries. Each size is a statement of its
 /// own, prepared once per lane connection.
@@ -165,52 +166,6 @@ pub(crate) fn batched_text(sql: &str, rows: usize) -> Option<String> {
         renumbered(row, index * per_row, &mut text);
     }
     Some(text)
-}
-
-/// The highest `$n` in `text`.
-pub(super) fn parameters_in(text: &str) -> usize {
-    pieces(text)
-        .filter_map(|(_, number)| number)
-        .max()
-        .unwrap_or(0)
-}
-
-/// `text` with every `$n` written as `$(n + offset)`, appended to `out`.
-pub(super) fn renumbered(text: &str, offset: usize, out: &mut String) {
-    for (stretch, number) in pieces(text) {
-        out.push_str(stretch);
-        if let Some(number) = number {
-            out.push('$');
-            out.push_str(&(number + offset).to_string());
-        }
-    }
-}
-
-/// `text` as stretches of text, each followed by the number of the `$n`
-/// after it (`None` after the last stretch).
-fn pieces(text: &str) -> impl Iterator<Item = (&str, Option<usize>)> {
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let mut from = 0;
-        while let Some(found) = rest[from..].find('$') {
-            let at = from + found;
-            let digits = rest[at + 1..]
-                .bytes()
-                .take_while(u8::is_ascii_digit)
-                .count();
-            // A `$` with no digits after it is text.
-            if let Ok(number) = rest[at + 1..at + 1 + digits].parse::<usize>() {
-                let stretch = &rest[..at];
-                rest = &rest[at + 1 + digits..];
-                return Some((stretch, Some(number)));
-            }
-            from = at + 1;
-        }
-        Some((std::mem::take(&mut rest), None))
-    })
 }
 
 #[cfg(test)]
