@@ -34,7 +34,7 @@ help:
 	@echo "             the dialogue set's pass rate per rule and planner (docs/conversation.md);"
 	@echo "             the load benchmark: warden serve (release) on SQLite and PostgreSQL against a bare"
 	@echo "             relay and the endpoint alone, closed and open loop; writes docs/benchmarks.md and"
-	@echo "             docs/benchmarks-latency.svg (~15 min; WARDEN_BENCH_QUICK=1 for a quick look)"
+	@echo "             docs/benchmarks-latency.svg (the load benchmark ~30 min, all of it ~50 from cold; WARDEN_BENCH_QUICK=1 for a quick look)"
 	@echo "make soak    SOAK_SECONDS (600) of steady turns and contract tests per database against warden"
 	@echo "             serve (release), watched for growth of memory, threads and descriptors; writes the"
 	@echo "             soak section of docs/benchmarks.md (a documented run, not CI)"
