@@ -1,9 +1,10 @@
 //! Work for the database gathered while one piece of its kind is on its
 //! way: the queue and the writer task that `record_batches` (lone records,
 //! one multi-row `INSERT`), `write_groups` (turns, one transaction) and
-//! `read_batches` (point reads, one statement; its "writer" reads) share. Each piece of work waits in its kind's queue with the channel
-//! its caller awaits; the first piece to find no writer starts one (a task
-//! of its own), which takes the queue in batches until it is empty.
+//! `read_batches` (point reads, one statement; its "writer" reads) share.
+//! Each piece of work waits in its kind's queue with the channel its
+//! caller awaits; the first piece to find no writer starts one (a task of
+//! its own), which takes the queue in batches until it is empty.
 //!
 //! A writer is a task, not the caller's future: a caller that goes away (a
 //! client hang-up, a deadline) drops only its wait, never a batch half-way
