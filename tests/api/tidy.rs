@@ -148,6 +148,26 @@ fn only_the_store_vouches_for_an_account() {
 }
 
 #[test]
+fn no_statement_deletes_an_account_or_a_capability() {
+    // PostgreSQL's records carry no foreign key to either (migration
+    // 0023): a path that deletes one must delete those rows itself, and
+    // this test is where it is noticed.
+    let mut hits = Vec::new();
+    for table in ["accounts", "capabilities"] {
+        for end in [" ", "\""] {
+            let needle = format!("DELETE FROM {table}{end}");
+            hits.extend(offenders(&needle, &[]));
+            hits.extend(offenders(&needle.to_lowercase(), &[]));
+        }
+    }
+    assert!(
+        hits.is_empty(),
+        "an account or a capability deleted: delete its records too (migration 0023), then allow it here:\n{}",
+        hits.join("\n")
+    );
+}
+
+#[test]
 fn every_unsafe_block_says_why_it_is_sound() {
     let root = root();
     let mut hits = Vec::new();
